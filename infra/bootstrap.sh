@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Idempotent set-up of everything lakecep needs on a fresh machine:
+#   1. a Java 17 runtime (apt, only if missing)
+#   2. the Python 3.11 virtual environment .venv with the pinned lock file
+#   3. the Delta Lake jars in the Ivy cache (Maven fallback: infra/pom.xml)
+#   4. Airflow's SQLite metadata database under $LAKECEP_HOME/airflow
+# A second run with nothing changed takes a few seconds.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=${LAKECEP_VENV:-$ROOT/.venv}
+export LAKECEP_HOME=${LAKECEP_HOME:-$ROOT/.lakecep}
+step() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+step "Java runtime"
+if ! command -v java >/dev/null 2>&1; then
+  echo "java not found: installing openjdk-17-jre-headless with apt-get"
+  apt-get update -q && apt-get install -y -q openjdk-17-jre-headless
+fi
+java -version 2>&1 | head -1
+
+step "Python environment ($VENV)"
+PYTHON=${LAKECEP_PYTHON:-}
+if [ -z "$PYTHON" ]; then
+  for candidate in python3.11 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 &&
+       "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+      PYTHON=$candidate; break
+    fi
+  done
+fi
+if [ -z "$PYTHON" ]; then
+  echo "error: lakecep needs Python 3.11 (set LAKECEP_PYTHON=/path/to/python3.11)" >&2
+  exit 1
+fi
+stamp_value=$(cat "$ROOT/infra/requirements.lock" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)
+stamp_file=$VENV/.lakecep-installed
+if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp_value" ]; then
+  echo "up to date (lock unchanged)"
+else
+  [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check uv==0.13.9
+  echo "installing pinned packages from infra/requirements.lock"
+  "$VENV/bin/uv" pip install -p "$VENV/bin/python" -r "$ROOT/infra/requirements.lock"
+  "$VENV/bin/uv" pip install -p "$VENV/bin/python" --no-deps -e "$ROOT"
+  echo "$stamp_value" > "$stamp_file"
+fi
+
+step "Delta Lake jars"
+"$VENV/bin/python" -m jobs.spark fetch-jars
+
+step "Airflow metadata database (SQLite)"
+# shellcheck source=infra/airflow_env.sh
+source "$ROOT/infra/airflow_env.sh"
+if [ ! -f "$AIRFLOW_HOME/airflow.db" ] || [ ! -f "$AIRFLOW_HOME/.migrated-3.3.2" ]; then
+  mkdir -p "$AIRFLOW_HOME"
+  "$VENV/bin/airflow" db migrate >"$AIRFLOW_HOME/db-migrate.log" 2>&1 ||
+    { tail -30 "$AIRFLOW_HOME/db-migrate.log" >&2; exit 1; }
+  touch "$AIRFLOW_HOME/.migrated-3.3.2"
+  echo "migrated ($AIRFLOW_HOME/airflow.db)"
+else
+  echo "up to date ($AIRFLOW_HOME/airflow.db)"
+fi
+step "Ready"

@@ -1,0 +1,99 @@
+"""The one place that builds a SparkSession for lakecep (Delta configured, small defaults).
+
+``python -m jobs.spark fetch-jars`` resolves the Delta jars once (Ivy, falling back to
+Maven with ``infra/pom.xml``) so later sessions start offline from the cache.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lakecep.config import Settings, load_settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DELTA_VERSION = "4.3.1"
+SCALA_BINARY = "2.13"
+DELTA_PACKAGES = [f"io.delta:delta-spark_{SCALA_BINARY}:{DELTA_VERSION}"]
+ROOT = Path(__file__).resolve().parent.parent
+MAVEN_JARS_DIR = Path(os.environ.get("LAKECEP_JARS_DIR", Path.home() / ".cache/lakecep/jars"))
+IVY_DIR = Path(os.environ.get("LAKECEP_IVY_DIR", Path.home() / ".cache/lakecep/ivy"))
+
+
+def _maven_jars() -> list[str]:
+    if not MAVEN_JARS_DIR.is_dir():
+        return []
+    return sorted(str(p) for p in MAVEN_JARS_DIR.glob("*.jar"))
+
+
+def get_spark(app_name: str = "lakecep", settings: Settings | None = None) -> SparkSession:
+    """Return the (single) SparkSession of this process, configured for Delta."""
+    from pyspark.sql import SparkSession
+
+    settings = settings or load_settings()
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(settings.spark_master)
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config("spark.sql.shuffle.partitions", str(settings.spark_shuffle_partitions))
+        .config("spark.default.parallelism", str(settings.spark_shuffle_partitions))
+        .config("spark.driver.memory", settings.spark_driver_memory)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.databricks.delta.snapshotPartitions", "2")
+        .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
+        .config("spark.sql.warehouse.dir", str(settings.home / "warehouse"))
+        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={settings.home}")
+    )
+    jars = [j for j in settings.spark_jars.split(",") if j] or _maven_jars()
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
+    else:
+        builder = builder.config("spark.jars.packages", ",".join(DELTA_PACKAGES)).config(
+            "spark.jars.ivy", str(IVY_DIR)
+        )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def fetch_jars() -> None:
+    """Make sure the Delta jars are cached: try Spark's Ivy, else Maven (infra/pom.xml)."""
+    if _maven_jars():
+        print(f"using Maven-fetched jars in {MAVEN_JARS_DIR}")
+        return
+    marker = IVY_DIR / f".delta-{DELTA_VERSION}-ok"
+    if marker.exists():
+        print(f"cached in {IVY_DIR}")
+        return
+    probe = (
+        "from jobs.spark import get_spark; s = get_spark('lakecep-fetch-jars'); "
+        "s.range(1).collect(); s.stop()"
+    )
+    print(f"resolving {', '.join(DELTA_PACKAGES)} through Ivy into {IVY_DIR}")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT)
+    if result.returncode == 0:
+        IVY_DIR.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+        return
+    print("Ivy could not fetch the Delta jars; trying Maven with infra/pom.xml", file=sys.stderr)
+    MAVEN_JARS_DIR.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["mvn", "-q", "-f", str(ROOT / "infra/pom.xml"), "dependency:copy-dependencies",
+         f"-DoutputDirectory={MAVEN_JARS_DIR}", "-DincludeScope=runtime"],
+        check=True,
+    )
+    print(f"jars copied to {MAVEN_JARS_DIR}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["fetch-jars"]:
+        sys.exit("usage: python -m jobs.spark fetch-jars")
+    fetch_jars()

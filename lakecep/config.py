@@ -1,0 +1,129 @@
+"""Typed, validated configuration.
+
+Sources, later ones win: built-in defaults, the TOML file (``$LAKECEP_CONFIG``, else
+``$LAKECEP_HOME/lakecep.toml`` when it exists), then ``LAKECEP_<KEY>`` environment
+variables. Every value is checked at start-up; a bad one raises ``ConfigError`` naming the
+key and where it came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing or invalid (the message names key and source)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path = field(default_factory=lambda: Path(".lakecep"))
+    #: Spark master URL: ``local[N]``, ``spark://host:7077``, ``yarn``, ``k8s://...``.
+    spark_master: str = "local[2]"
+    spark_shuffle_partitions: int = 4
+    spark_driver_memory: str = "2g"
+    #: Extra comma-separated jar paths (set when the Delta jars come from Maven, not Ivy).
+    spark_jars: str = ""
+    #: Files per micro-batch when the bronze stream reads the landing folder.
+    max_files_per_trigger: int = 1000
+    #: A landing line longer than this (bytes) is kept in bronze but quarantined.
+    max_line_bytes: int = 65536
+    #: Processing-time trigger interval for continuous runs (``lakecep run --continuous``).
+    trigger_interval: str = "30 seconds"
+    #: Run Great Expectations validations in the quality job.
+    quality_enabled: bool = True
+
+    # Derived locations -------------------------------------------------------------
+    @property
+    def landing(self) -> Path:
+        return self.home / "landing" / "events"
+
+    @property
+    def truth_dir(self) -> Path:
+        return self.home / "landing" / "_truth"
+
+    @property
+    def lake(self) -> Path:
+        return self.home / "lake"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.home / "checkpoints"
+
+    @property
+    def reports(self) -> Path:
+        return self.home / "reports"
+
+    def table_path(self, name: str) -> Path:
+        """Path of a lake table given as ``layer.table`` (e.g. ``silver.events``)."""
+        layer, _, table = name.partition(".")
+        if not table:
+            raise ValueError(f"table name must be 'layer.table', got {name!r}")
+        return self.lake / layer / table
+
+    def checkpoint(self, query: str) -> Path:
+        return self.checkpoints / query
+
+
+_ENV_PREFIX = "LAKECEP_"
+
+
+def _coerce(key: str, value: Any, target: type, source: str) -> Any:
+    try:
+        if target is bool:
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in {"1", "true", "yes", "on"}:
+                return True
+            if text in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError("expected true/false")
+        if target is int:
+            if isinstance(value, bool):
+                raise ValueError("expected an integer")
+            number = int(value)
+            if number <= 0:
+                raise ValueError("must be positive")
+            return number
+        if target is Path:
+            return Path(str(value)).expanduser()
+        return str(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{key} = {value!r} from {source}: {exc}") from None
+
+
+def load_settings(env: dict[str, str] | None = None) -> Settings:
+    """Build the settings from defaults, the TOML file and the environment."""
+    env = dict(os.environ if env is None else env)
+    types = {f.name: f.type for f in dataclasses.fields(Settings)}
+    pytypes = {"Path": Path, "str": str, "int": int, "bool": bool}
+    values: dict[str, Any] = {}
+
+    home = Path(env.get("LAKECEP_HOME", ".lakecep")).expanduser()
+    config_file = env.get("LAKECEP_CONFIG")
+    path = Path(config_file) if config_file else home / "lakecep.toml"
+    if config_file and not path.exists():
+        raise ConfigError(f"LAKECEP_CONFIG points to {path}, which does not exist")
+    if path.exists():
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        for key, value in data.items():
+            if key not in types:
+                known = ", ".join(sorted(types))
+                raise ConfigError(f"{path}: unknown key {key!r} (known keys: {known})")
+            values[key] = _coerce(key, value, pytypes[str(types[key])], str(path))
+    for key, type_name in types.items():
+        env_key = _ENV_PREFIX + key.upper()
+        if env_key in env:
+            values[key] = _coerce(key, env[env_key], pytypes[str(type_name)], f"${env_key}")
+    values.setdefault("home", home)
+    settings = Settings(**values)
+    return dataclasses.replace(settings, home=settings.home.resolve())
