@@ -36,6 +36,9 @@ def get_spark(app_name: str = "lakecep", settings: Settings | None = None) -> Sp
     from pyspark.sql import SparkSession
 
     settings = settings or load_settings()
+    # Python workers (pandas UDFs) must use this interpreter and its packages.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = (
         SparkSession.builder.appName(app_name)
         .master(settings.spark_master)

@@ -1,0 +1,21 @@
+"""Register the lake's Delta tables by name (``silver.events`` ...) in a Spark session."""
+
+from __future__ import annotations
+
+import schemas
+from jobs.tables import LakeTable
+from lakecep.config import Settings
+
+
+def register_tables(spark, settings: Settings) -> list[str]:  # noqa: ANN001
+    """Create ``layer.table`` catalog entries for every existing lake table; return them."""
+    registered = []
+    for name in schemas.tables():
+        table = LakeTable(spark, settings, name)
+        if not table.exists():
+            continue
+        layer = name.split(".")[0]
+        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {layer}")
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING delta LOCATION '{table.path}'")
+        registered.append(name)
+    return registered

@@ -1,0 +1,110 @@
+"""bronze -> silver: typed, de-duplicated events; quarantine with reasons; counts reconcile.
+
+Every bronze row ends in exactly one place:
+- ``silver.events`` when it passes the event contract (``lakecep.events``) and its
+  ``event_id`` is new; the first copy in arrival order (ingest time, file, line) is kept;
+- ``silver.duplicates`` when it is valid but its ``event_id`` is already kept;
+- ``silver.quarantine`` with the reason when it fails parsing or checks.
+
+So ``|bronze| = |silver| + |duplicates| + |quarantine|`` (``lakecep status`` checks it).
+Every write is idempotent per micro-batch (Delta ``txnAppId``/``txnVersion``), and a row
+already in silver from an earlier attempt of the same batch is recognised by its
+``(source_file, line_no)``, so a replay after a crash neither loses nor duplicates rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pandas as pd
+
+import schemas
+from jobs.streaming import StreamRun, log, run_stream, writer_id
+from jobs.tables import LakeTable
+from lakecep.config import Settings
+
+QUERY = "silver_events"
+EVENT_COLUMNS = [
+    "event_id", "object_id", "event_type", "source_id", "event_time",
+    "time_lower", "time_upper", "pmf", "attributes",
+]
+PARSED_DDL = (
+    "ok BOOLEAN, reason STRING, "
+    + schemas.ddl("silver.events").split(", source_file")[0].replace(" NOT NULL", "")
+    + ", raw STRING, source_file STRING, line_no BIGINT, ingest_time TIMESTAMP"
+)
+
+
+def parse_batches(max_line_bytes: int):  # noqa: ANN201
+    """mapInPandas function: bronze rows -> parsed rows (``ok``/``reason`` + typed columns)."""
+    from lakecep.events import parse_frame
+
+    def parse(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for frame in frames:
+            parsed = parse_frame(frame["raw"], max_line_bytes)
+            out = parsed[["ok", "reason", *EVENT_COLUMNS]].reset_index(drop=True)
+            for column in ("raw", "source_file", "line_no", "ingest_time"):
+                out[column] = frame[column].reset_index(drop=True)
+            yield out
+
+    return parse
+
+
+def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) -> dict[str, int]:  # noqa: ANN001
+    """Split one bronze micro-batch into silver / duplicates / quarantine."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    silver = LakeTable(spark, settings, "silver.events").ensure()
+    quarantine = LakeTable(spark, settings, "silver.quarantine").ensure()
+    duplicates = LakeTable(spark, settings, "silver.duplicates").ensure()
+
+    parsed = batch.mapInPandas(parse_batches(settings.max_line_bytes), PARSED_DDL).persist()
+    try:
+        bad = parsed.where(~F.col("ok")).select(
+            "raw", "source_file", "line_no", "ingest_time", "reason",
+            F.current_timestamp().alias("quarantine_time"),
+        )
+        arrival = Window.partitionBy("event_id").orderBy("ingest_time", "source_file", "line_no")
+        good = parsed.where(F.col("ok")).withColumn("_rank", F.row_number().over(arrival))
+        existing = silver.read().select(
+            "event_id",
+            F.col("source_file").alias("_kept_file"),
+            F.col("line_no").alias("_kept_line"),
+        )
+        firsts = good.where("_rank = 1").join(existing, "event_id", "left")
+        same_row = (F.col("_kept_file") == F.col("source_file")) & (
+            F.col("_kept_line") == F.col("line_no")
+        )
+        new_rows = firsts.where(F.col("_kept_file").isNull())
+        dup_rows = good.where("_rank > 1").unionByName(
+            firsts.where(F.col("_kept_file").isNotNull() & ~same_row).drop(
+                "_kept_file", "_kept_line"
+            )
+        )
+        quarantine.append(bad, app_id, batch_id)
+        duplicates.append(
+            dup_rows.withColumn("duplicate_time", F.current_timestamp()), app_id, batch_id
+        )
+        silver.append(new_rows.withColumn("silver_time", F.current_timestamp()), app_id, batch_id)
+        counts = {
+            "rows": parsed.count(),
+            "quarantined": parsed.where(~F.col("ok")).count(),
+        }
+        counts["valid"] = counts["rows"] - counts["quarantined"]
+        log(f"{QUERY}: batch {batch_id}: {counts['rows']} bronze rows, "
+            f"{counts['quarantined']} quarantined")
+        return counts
+    finally:
+        parsed.unpersist()
+
+
+def run(spark, settings: Settings, *, continuous: bool = False) -> StreamRun:  # noqa: ANN001
+    bronze = LakeTable(spark, settings, "bronze.events").ensure()
+    app_id = writer_id(settings, QUERY)
+
+    def each_batch(batch, batch_id: int) -> None:  # noqa: ANN001
+        process_batch(spark, settings, batch, batch_id, app_id)
+
+    writer = bronze.stream(settings.max_files_per_trigger).writeStream.foreachBatch(each_batch)
+    return run_stream(writer, settings, QUERY, continuous=continuous)

@@ -1,0 +1,98 @@
+"""Counts, reconciliation and gold-vs-ground-truth: what ``lakecep status`` prints.
+
+Reconciliation (nothing is lost): landed lines = bronze rows, and
+bronze rows = silver events + duplicates + quarantined rows.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jobs.tables import LakeTable
+from lakecep.config import Settings
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class LakeStatus:
+    counts: dict[str, int]
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def __str__(self) -> str:
+        lines = ["tables:"]
+        lines += [f"  {name:<24} {n:>12,}" for name, n in self.counts.items()]
+        lines.append("checks:")
+        lines += [f"  [{'ok' if c.ok else 'FAIL'}] {c.name}: {c.detail}" for c in self.checks]
+        return "\n".join(lines)
+
+
+def count_landed_lines(landing: Path) -> int:
+    """Lines in the landing files, counted the way bronze splits them."""
+    total = 0
+    for path in sorted(landing.glob("*")):
+        if not path.is_file() or path.name.startswith((".", "_")):
+            continue
+        data = path.read_bytes()
+        if data:
+            total += data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    return total
+
+
+def gold_sequences(spark, settings: Settings) -> dict[str, set[tuple[str, ...]]]:  # noqa: ANN001
+    """Per query id, the set of sub-event id tuples (live ids, then archive ids)."""
+    gold = LakeTable(spark, settings, "gold.complex_events")
+    if not gold.exists():
+        return {}
+    out: dict[str, set[tuple[str, ...]]] = {}
+    for row in gold.read().select("query_id", "live_event_ids", "archive_event_ids").collect():
+        ids = tuple(row.live_event_ids or []) + tuple(row.archive_event_ids or [])
+        out.setdefault(row.query_id, set()).add(ids)
+    return out
+
+
+def compare_with_truth(gold: dict[str, set[tuple[str, ...]]], truth: dict) -> list[Check]:
+    checks = []
+    for query_id, expected_list in sorted(truth.get("complex_events", {}).items()):
+        expected = {tuple(ids) for ids in expected_list}
+        found = gold.get(query_id, set())
+        missing, extra = expected - found, found - expected
+        detail = f"{len(found)} in gold, {len(expected)} expected"
+        if missing or extra:
+            detail += f"; missing {sorted(missing)[:3]}, unexpected {sorted(extra)[:3]}"
+        checks.append(Check(f"gold {query_id} = ground truth", not missing and not extra, detail))
+    return checks
+
+
+def lake_status(spark, settings: Settings) -> LakeStatus:  # noqa: ANN001
+    names = ["bronze.events", "silver.events", "silver.duplicates", "silver.quarantine",
+             "gold.complex_events", "gold.quality_results"]
+    counts = {"landing (lines)": count_landed_lines(settings.landing)}
+    for name in names:
+        table = LakeTable(spark, settings, name)
+        counts[name] = table.read().count() if table.exists() else 0
+    status = LakeStatus(counts)
+    bronze = counts["bronze.events"]
+    status.checks.append(Check("landed = bronze", counts["landing (lines)"] == bronze,
+                               f"{counts['landing (lines)']:,} landed, {bronze:,} in bronze"))
+    split = counts["silver.events"] + counts["silver.duplicates"] + counts["silver.quarantine"]
+    status.checks.append(Check("bronze = silver + duplicates + quarantine", bronze == split,
+                               f"{bronze:,} = {counts['silver.events']:,} + "
+                               f"{counts['silver.duplicates']:,} + {counts['silver.quarantine']:,}"
+                               f" ({split:,})"))
+    truth_file = settings.truth_dir / "truth.json"
+    if truth_file.exists():
+        truth = json.loads(truth_file.read_text())
+        status.checks += compare_with_truth(gold_sequences(spark, settings), truth)
+    return status

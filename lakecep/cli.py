@@ -1,0 +1,186 @@
+"""The ``lakecep`` command line: generate data, run jobs, query the lake, check counts.
+
+Heavy imports (pyspark, pandas, cep_core) happen inside the commands, so ``--help`` is fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+
+from lakecep.config import ConfigError, Settings, load_settings
+
+JOBS = ("bronze", "silver", "gold", "quality")
+
+
+def _spark(settings: Settings, app: str):  # noqa: ANN202
+    from jobs.spark import get_spark
+
+    return get_spark(app, settings)
+
+
+def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
+    from lakecep.generate import generate
+
+    if args.clean:
+        import shutil
+
+        shutil.rmtree(settings.landing, ignore_errors=True)
+    started = time.monotonic()
+
+    def progress(done: int, total: int) -> None:
+        print(f"\r  wrote file {done}/{total}", end="", file=sys.stderr, flush=True)
+
+    summary = generate(
+        settings.landing,
+        settings.truth_dir,
+        events=args.events,
+        seed=args.seed,
+        lines_per_file=args.lines_per_file,
+        progress=progress,
+    )
+    print(file=sys.stderr)
+    counts = summary.counts
+    print(f"generated {counts['lines_written']} lines in {counts['files']} files under "
+          f"{settings.landing} in {time.monotonic() - started:.1f}s")
+    print(f"ground truth: {settings.truth_dir / 'truth.json'}")
+    print(json.dumps(counts, indent=2, default=str))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    import importlib
+
+    jobs = JOBS if args.job == "all" else (args.job,)
+    spark = _spark(settings, f"lakecep-{args.job}")
+    try:
+        for job in jobs:
+            started = time.monotonic()
+            print(f"==> {job}", file=sys.stderr, flush=True)
+            module = importlib.import_module(f"jobs.{job}")
+            if job == "quality":
+                result = module.run_quality(spark, settings, run_id=args.run_id)
+            else:
+                result = module.run(spark, settings, continuous=args.continuous)
+            print(result)
+            print(f"    {job} done in {time.monotonic() - started:.1f}s", file=sys.stderr)
+    finally:
+        spark.stop()
+    return 0
+
+
+def cmd_sql(args: argparse.Namespace, settings: Settings) -> int:
+    from jobs.catalog import register_tables
+
+    spark = _spark(settings, "lakecep-sql")
+    try:
+        register_tables(spark, settings)
+        frame = spark.sql(args.query)
+        if args.format == "table":
+            frame.show(args.limit, truncate=args.truncate)
+        else:
+            rows = frame.limit(args.limit).toPandas()
+            out = rows.to_csv(index=False) if args.format == "csv" else rows.to_json(
+                orient="records", lines=True, date_format="iso")
+            sys.stdout.write(out)
+    finally:
+        spark.stop()
+    return 0
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    from jobs.status import lake_status
+
+    spark = _spark(settings, "lakecep-status")
+    try:
+        report = lake_status(spark, settings)
+    finally:
+        spark.stop()
+    print(report)
+    return 0 if report.ok or not args.strict else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lakecep",
+        description="Complex event processing for the lakehouse. Tables and files live under "
+        "$LAKECEP_HOME (default ./.lakecep); settings: $LAKECEP_HOME/lakecep.toml or "
+        "LAKECEP_<KEY> environment variables (docs/configuration.md).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    gen = sub.add_parser("generate", help="write a synthetic RFID scenario into the landing folder",
+                         description="Write a seeded RFID supply-chain scenario (tags passing "
+                         "readers A -> B -> C -> D, with duplicates, malformed lines, late and "
+                         "out-of-order events) into $LAKECEP_HOME/landing/events, and its "
+                         "ground truth into $LAKECEP_HOME/landing/_truth/truth.json.")
+    gen.add_argument("--events", type=int, default=20_000, help="approximate number of lines")
+    gen.add_argument("--seed", type=int, default=7, help="random seed (same seed, same files)")
+    gen.add_argument("--lines-per-file", type=int, default=5_000, help="lines per landing file")
+    gen.add_argument("--clean", action="store_true", help="empty the landing folder first")
+    gen.set_defaults(func=cmd_generate)
+
+    run = sub.add_parser("run", help="run a pipeline job (bronze, silver, gold, quality or all)",
+                         description="Run a job on what has landed and exit (availableNow), or "
+                         "keep running with --continuous. Jobs are idempotent: re-running or "
+                         "restarting after a crash neither loses nor duplicates rows.")
+    run.add_argument("job", choices=(*JOBS, "all"))
+    run.add_argument("--run-id", default=None, help="id recorded with quality results "
+                     "(default: a timestamp)")
+    run.add_argument("--continuous", action="store_true",
+                     help="processing-time trigger (settings.trigger_interval) until stopped")
+    run.set_defaults(func=cmd_run)
+
+    sql = sub.add_parser("sql", help="run Spark SQL over the lake's tables",
+                         description="Run a Spark SQL query. Tables are registered by name: "
+                         "bronze.events, silver.events, silver.quarantine, silver.duplicates, "
+                         "gold.complex_events, gold.quality_results (Delta time travel: "
+                         "... FROM silver.events VERSION AS OF 3).")
+    sql.add_argument("query")
+    sql.add_argument("--limit", type=int, default=50, help="rows to show (default 50)")
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    sql.add_argument("--truncate", type=int, default=40, help="column width for --format table")
+    sql.set_defaults(func=cmd_sql)
+
+    status = sub.add_parser("status", help="table counts, reconciliation and gold vs ground truth",
+                            description="Count every table, check landed = bronze = silver + "
+                            "duplicates + quarantine, and compare gold with the generator's "
+                            "ground truth when there is one.")
+    status.add_argument("--strict", action="store_true", help="exit 1 if any check fails")
+    status.set_defaults(func=cmd_status)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "run_id", "x") is None:
+        args.run_id = time.strftime("manual__%Y%m%dT%H%M%S")
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        print(f"lakecep: configuration error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return int(args.func(args, settings))
+    except Exception as exc:  # noqa: BLE001 - top level: trace for logs, then one clear line
+        import traceback
+
+        if not _is_user_error(exc):
+            traceback.print_exc()
+        print(f"lakecep {args.command}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _is_user_error(exc: Exception) -> bool:
+    """Errors whose message says everything (bad query, bad config): no traceback."""
+    from lakecep.queries import QueryDefinitionError
+
+    names = {"QueryError"}
+    return isinstance(exc, ConfigError | QueryDefinitionError) or type(exc).__name__ in names
+
+
+if __name__ == "__main__":
+    sys.exit(main())
