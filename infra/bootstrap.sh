@@ -41,7 +41,8 @@ else
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check uv==0.13.9
   echo "installing pinned packages from infra/requirements.lock"
   "$VENV/bin/uv" pip install -p "$VENV/bin/python" -r "$ROOT/infra/requirements.lock"
-  "$VENV/bin/uv" pip install -p "$VENV/bin/python" --no-deps -e "$ROOT"
+  # compat mode: a plain .pth with the repo root, so packages added later import too
+  "$VENV/bin/uv" pip install -p "$VENV/bin/python" --no-deps -C editable_mode=compat -e "$ROOT"
   echo "$stamp_value" > "$stamp_file"
 fi
 

@@ -1,0 +1,117 @@
+"""Bronze -> silver -> gold throughput on a generated RFID data set (default 1M events).
+
+Runs each job once over the whole landing folder (availableNow, as the DAG does), times
+each stage, and — as the baseline in the same run — a plain Spark copy of the same files
+into Delta (`spark.read.json(...).write.format("delta")`: no line identity, no checks, no
+de-duplication, no CEP). Writes benchmarks/results/pipeline_throughput.{json,png}.
+
+    .venv/bin/python benchmarks/pipeline_throughput.py --events 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def machine() -> dict[str, object]:
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return {"cpus": os.cpu_count(), "memory_gib": round(mem, 1),
+            "python": platform.python_version(), "platform": platform.platform()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--home", type=Path, default=None, help="LAKECEP_HOME (default: temp)")
+    args = parser.parse_args()
+    home = args.home or Path(tempfile.mkdtemp(prefix="lakecep-bench-"))
+    os.environ["LAKECEP_HOME"] = str(home)
+
+    from jobs import bronze, gold, silver
+    from jobs.spark import get_spark
+    from jobs.status import lake_status
+    from lakecep.config import load_settings
+    from lakecep.generate import generate
+
+    settings = load_settings()
+    stages: dict[str, float] = {}
+    started = time.monotonic()
+    summary = generate(settings.landing, settings.truth_dir, events=args.events,
+                       lines_per_file=50_000)
+    stages["generate"] = time.monotonic() - started
+    lines = summary.counts["lines_written"]
+    print(f"generated {lines:,} lines in {stages['generate']:.1f}s", flush=True)
+
+    spark = get_spark("lakecep-bench", settings)
+    spark.range(1).collect()  # session warm-up is not part of any stage
+
+    started = time.monotonic()
+    baseline_path = str(home / "baseline_copy")
+    spark.read.json(str(settings.landing)).write.format("delta").save(baseline_path)
+    baseline = time.monotonic() - started
+    print(f"baseline copy: {baseline:.1f}s", flush=True)
+
+    for name, job in (("bronze", bronze), ("silver", silver), ("gold", gold)):
+        started = time.monotonic()
+        job.run(spark, settings)
+        stages[name] = time.monotonic() - started
+        print(f"{name}: {stages[name]:.1f}s", flush=True)
+
+    status = lake_status(spark, settings)
+    spark.stop()
+    pipeline = stages["bronze"] + stages["silver"] + stages["gold"]
+    result = {
+        "benchmark": "pipeline_throughput",
+        "events_requested": args.events,
+        "landed_lines": lines,
+        "counts": status.counts,
+        "checks": [dataclasses.asdict(c) for c in status.checks],
+        "seconds": {**stages, "baseline_plain_copy": baseline, "bronze_to_gold": pipeline},
+        "rows_per_second": {
+            "bronze_to_gold": lines / pipeline,
+            "bronze": lines / stages["bronze"],
+            "silver": lines / stages["silver"],
+            "gold": lines / stages["gold"],
+            "baseline_plain_copy": lines / baseline,
+        },
+        "ratio_pipeline_time_to_baseline": pipeline / baseline,
+        "share_of_time": {k: stages[k] / pipeline for k in ("bronze", "silver", "gold")},
+        "machine": machine(),
+        "settings": {k: str(v) for k, v in dataclasses.asdict(settings).items()},
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "pipeline_throughput.json").write_text(json.dumps(result, indent=2, default=str))
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    names = ["baseline\nplain copy", "bronze", "silver", "gold"]
+    values = [baseline, stages["bronze"], stages["silver"], stages["gold"]]
+    ax.barh(names, values, color=["#999999", "#cd7f32", "#a8a9ad", "#d4af37"])
+    for y, v in enumerate(values):
+        ax.text(v, y, f" {v:.0f}s ({lines / v:,.0f} rows/s)", va="center", fontsize=8)
+    ax.set_xlabel("seconds (lower is better)")
+    ax.set_title(f"{lines:,} landed lines, {machine()['cpus']} cores, local[2]")
+    ax.set_xlim(0, max(values) * 1.6)
+    fig.tight_layout()
+    fig.savefig(RESULTS / "pipeline_throughput.png", dpi=120)
+    print(json.dumps(result["rows_per_second"], indent=2))
+    if not args.home:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
