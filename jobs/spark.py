@@ -25,6 +25,22 @@ MAVEN_JARS_DIR = Path(os.environ.get("LAKECEP_JARS_DIR", Path.home() / ".cache/l
 IVY_DIR = Path(os.environ.get("LAKECEP_IVY_DIR", Path.home() / ".cache/lakecep/ivy"))
 
 
+def _resolved_jars_file() -> Path:
+    return IVY_DIR / f"delta-{DELTA_VERSION}-jars.txt"
+
+
+def _ivy_jars() -> list[str]:
+    """Jars Ivy resolved for the Delta package earlier (``fetch-jars``), if all still there.
+
+    Handing them to Spark directly skips Ivy's resolution at every session start.
+    """
+    listing = _resolved_jars_file()
+    if not listing.exists():
+        return []
+    jars = listing.read_text().split()
+    return jars if jars and all(Path(j).exists() for j in jars) else []
+
+
 def _maven_jars() -> list[str]:
     if not MAVEN_JARS_DIR.is_dir():
         return []
@@ -55,7 +71,7 @@ def get_spark(app_name: str = "lakecep", settings: Settings | None = None) -> Sp
         .config("spark.sql.warehouse.dir", str(settings.home / "warehouse"))
         .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={settings.home}")
     )
-    jars = [j for j in settings.spark_jars.split(",") if j] or _maven_jars()
+    jars = [j for j in settings.spark_jars.split(",") if j] or _maven_jars() or _ivy_jars()
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
     else:
@@ -72,20 +88,24 @@ def fetch_jars() -> None:
     if _maven_jars():
         print(f"using Maven-fetched jars in {MAVEN_JARS_DIR}")
         return
-    marker = IVY_DIR / f".delta-{DELTA_VERSION}-ok"
-    if marker.exists():
+    if _ivy_jars():
         print(f"cached in {IVY_DIR}")
         return
+    listing = _resolved_jars_file()
     probe = (
         "from jobs.spark import get_spark; s = get_spark('lakecep-fetch-jars'); "
-        "s.range(1).collect(); s.stop()"
+        "s.range(1).collect(); "
+        "jars = s.sparkContext.getConf().get('spark.jars', ''); s.stop(); "
+        "print('\\n'.join(j.removeprefix('file://') for j in jars.split(',') if j), "
+        f"file=open({str(listing)!r}, 'w'))"
     )
     print(f"resolving {', '.join(DELTA_PACKAGES)} through Ivy into {IVY_DIR}")
+    IVY_DIR.mkdir(parents=True, exist_ok=True)
     result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT)
-    if result.returncode == 0:
-        IVY_DIR.mkdir(parents=True, exist_ok=True)
-        marker.touch()
+    if result.returncode == 0 and _ivy_jars():
+        print(f"{len(_ivy_jars())} jars cached, listed in {listing}")
         return
+    listing.unlink(missing_ok=True)
     print("Ivy could not fetch the Delta jars; trying Maven with infra/pom.xml", file=sys.stderr)
     MAVEN_JARS_DIR.mkdir(parents=True, exist_ok=True)
     subprocess.run(

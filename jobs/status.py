@@ -38,6 +38,9 @@ class LakeStatus:
         return "\n".join(lines)
 
 
+_TRUTH_META = {"generator", "params", "definitions", "counts"}
+
+
 def count_landed_lines(landing: Path) -> int:
     """Lines in the landing files, counted the way bronze splits them."""
     total = 0
@@ -62,9 +65,20 @@ def gold_sequences(spark, settings: Settings) -> dict[str, set[tuple[str, ...]]]
     return out
 
 
-def compare_with_truth(gold: dict[str, set[tuple[str, ...]]], truth: dict) -> list[Check]:
+def compare_with_truth(
+    counts: dict[str, int], gold: dict[str, set[tuple[str, ...]]], truth: dict
+) -> list[Check]:
+    """Silver split and gold matches against the generator's ``truth.json``."""
     checks = []
-    for query_id, expected_list in sorted(truth.get("complex_events", {}).items()):
+    expected_counts = truth.get("counts", {})
+    if "valid_events" in expected_counts:
+        want = (expected_counts["valid_events"], expected_counts["duplicates"],
+                sum(expected_counts["rejected_by_reason_code"].values()))
+        got = (counts["silver.events"], counts["silver.duplicates"], counts["silver.quarantine"])
+        checks.append(Check("silver/duplicates/quarantine = generator's counts", want == got,
+                            f"expected {want}, found {got}"))
+    queries = {k: v for k, v in truth.items() if k not in _TRUTH_META and isinstance(v, list)}
+    for query_id, expected_list in sorted(queries.items()):
         expected = {tuple(ids) for ids in expected_list}
         found = gold.get(query_id, set())
         missing, extra = expected - found, found - expected
@@ -94,5 +108,5 @@ def lake_status(spark, settings: Settings) -> LakeStatus:  # noqa: ANN001
     truth_file = settings.truth_dir / "truth.json"
     if truth_file.exists():
         truth = json.loads(truth_file.read_text())
-        status.checks += compare_with_truth(gold_sequences(spark, settings), truth)
+        status.checks += compare_with_truth(counts, gold_sequences(spark, settings), truth)
     return status

@@ -25,10 +25,6 @@ def _spark(settings: Settings, app: str):  # noqa: ANN202
 def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
     from lakecep.generate import generate
 
-    if args.clean:
-        import shutil
-
-        shutil.rmtree(settings.landing, ignore_errors=True)
     started = time.monotonic()
 
     def progress(done: int, total: int) -> None:
@@ -40,6 +36,7 @@ def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
         events=args.events,
         seed=args.seed,
         lines_per_file=args.lines_per_file,
+        overwrite=args.clean,
         progress=progress,
     )
     print(file=sys.stderr)
@@ -120,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--events", type=int, default=20_000, help="approximate number of lines")
     gen.add_argument("--seed", type=int, default=7, help="random seed (same seed, same files)")
     gen.add_argument("--lines-per-file", type=int, default=5_000, help="lines per landing file")
-    gen.add_argument("--clean", action="store_true", help="empty the landing folder first")
+    gen.add_argument("--clean", action="store_true", help="replace generated files already in the landing folder")
     gen.set_defaults(func=cmd_generate)
 
     run = sub.add_parser("run", help="run a pipeline job (bronze, silver, gold, quality or all)",

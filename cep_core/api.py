@@ -1,0 +1,555 @@
+"""Public entry points: :func:`match_recognize`, :func:`compile_query`, :class:`CompiledQuery`.
+
+``compile_query`` parses and checks a query once; ``CompiledQuery`` binds it to an input
+schema (resolving column names, compiling expressions) and runs it over a pandas DataFrame,
+one partition at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd  # type: ignore[import-untyped, unused-ignore]
+
+from . import ast
+from . import patterns as P
+from .errors import QueryError
+from .expressions import (
+    ExprCompiler,
+    Fn,
+    MatchState,
+    Scope,
+    column_values,
+    conjuncts,
+    interval_value,
+    is_row_local,
+    to_python,
+    walk,
+)
+from .matcher import Conditions, Matcher, RawMatch, SkipPolicy, Window
+from .parser import parse
+from .vectorized import evaluate_condition
+
+
+@dataclass(frozen=True)
+class Match:
+    """One match of the pattern in one partition.
+
+    ``rows`` are positional indices into the DataFrame given to ``find_matches`` of the rows
+    mapped to pattern variables, in match order, without rows inside ``{- -}`` exclusions;
+    ``labels`` holds the variable of each of those rows. ``measures`` are the MEASURES values
+    as ONE ROW PER MATCH computes them.
+    """
+
+    partition: tuple[Any, ...]
+    match_number: int
+    rows: tuple[int, ...]
+    labels: tuple[str, ...]
+    measures: dict[str, Any]
+
+
+def compile_query(query: str) -> CompiledQuery:
+    """Parse and check ``query`` once; the result runs over any number of DataFrames."""
+    return CompiledQuery(query)
+
+
+def match_recognize(query: str, tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Run a ``SELECT ... FROM t MATCH_RECOGNIZE (...)`` query over ``tables[t]``.
+
+    >>> df = pd.DataFrame({"t": [1, 2, 3], "v": [5, 3, 4]})
+    >>> match_recognize(
+    ...     "SELECT * FROM x MATCH_RECOGNIZE (ORDER BY t MEASURES FIRST(A.t) AS s, "
+    ...     "LAST(B.t) AS e PATTERN (A B+) DEFINE B AS v < PREV(v))", {"x": df})
+       s  e
+    0  1  2
+    """
+    compiled = compile_query(query)
+    return compiled.run(compiled.table_from(tables))
+
+
+class CompiledQuery:
+    """A parsed, checked MATCH_RECOGNIZE query (see :func:`compile_query`)."""
+
+    def __init__(self, query: str):
+        self.text = query
+        self.tree = parse(query)
+        self.match = self.tree.match
+        try:
+            self._check()
+        except QueryError as err:
+            raise err.with_query(query) from None
+        self._bound: dict[tuple[str, ...], _Bound] = {}
+
+    # ------------------------------------------------------------------ description
+    @property
+    def table(self) -> str:
+        """The FROM table name."""
+        return self.tree.table
+
+    @property
+    def partition_by(self) -> list[str]:
+        """PARTITION BY column names as written in the query."""
+        return [c.name for c in self.match.partition_by]
+
+    @property
+    def order_by(self) -> list[tuple[str, bool]]:
+        """ORDER BY as (column name, descending) pairs."""
+        return [(s.column.name, s.descending) for s in self.match.order_by]
+
+    @property
+    def measure_names(self) -> list[str]:
+        return [m.name for m in self.match.measures]
+
+    @property
+    def variables(self) -> list[str]:
+        """Pattern variables in order of first appearance."""
+        return list(self._variables)
+
+    def output_columns(self, columns: Sequence[str]) -> list[str]:
+        """The names of the result columns for an input with ``columns`` (in order), e.g.
+        to declare the output schema of a Spark ``applyInPandas`` before any data."""
+        empty = pd.DataFrame({c: pd.Series([], dtype=object) for c in columns})
+        return [str(c) for c in self.run(empty).columns]
+
+    def table_from(self, tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+        """Pick the FROM table out of ``tables`` (exact name, else case-insensitive)."""
+        if self.table in tables:
+            return tables[self.table]
+        matches = [k for k in tables if k.lower() == self.table.lower()]
+        if len(matches) == 1:
+            return tables[matches[0]]
+        raise QueryError(f"unknown table {self.table!r}; given: {', '.join(tables) or 'none'}",
+                         *self.tree.table_pos, query=self.text)
+
+    # ------------------------------------------------------------------ checks (no data)
+    def _check(self) -> None:
+        m = self.match
+        self._variables = P.pattern_variables(m.pattern)
+        var_index = {name: i for i, name in enumerate(self._variables)}
+        sets: dict[str, frozenset[int]] = {name: frozenset([i]) for name, i in var_index.items()}
+        for sub in m.subsets:
+            if sub.name in sets:
+                raise QueryError(f"SUBSET name {sub.name} is already a pattern variable or "
+                                 "subset", *sub.pos)
+            members: set[int] = set()
+            for name in sub.vars:
+                if name not in var_index:
+                    raise QueryError(f"SUBSET {sub.name} names {name}, which is not a variable "
+                                     "of the PATTERN", *sub.pos)
+                members.add(var_index[name])
+            sets[sub.name] = frozenset(members)
+        self._sets = sets
+        seen: set[str] = set()
+        for d in m.defines:
+            if d.var not in var_index:
+                raise QueryError(f"DEFINE names {d.var}, which is not a variable of the "
+                                 "PATTERN", *d.pos)
+            if d.var in seen:
+                raise QueryError(f"variable {d.var} is defined twice", *d.pos)
+            seen.add(d.var)
+        if m.skip.var is not None and m.skip.var not in sets:
+            raise QueryError(f"AFTER MATCH SKIP names {m.skip.var}, which is not a pattern "
+                             "variable or subset", *m.skip.pos)
+        if m.within is not None and not m.order_by:
+            raise QueryError("WITHIN needs an ORDER BY (the window is measured on the first "
+                             "ORDER BY column)", *m.within.pos)
+        if m.rows_per_match == "ALL UNMATCHED" and _has_exclusion(m.pattern):
+            raise QueryError("pattern exclusion {- -} cannot be used with ALL ROWS PER MATCH "
+                             "WITH UNMATCHED ROWS", 1, 1)
+        names: set[str] = set()
+        for me in m.measures:
+            if me.name.lower() in names:
+                raise QueryError(f"measure {me.name} is defined twice", *me.pos)
+            names.add(me.name.lower())
+        self.program = P.compile_pattern(m.pattern, self._variables)
+        # Compile every expression against a schema that accepts any column, so that
+        # unknown variables, functions and misuse of FINAL are reported before any data.
+        self._compile_expressions(_AnyColumns())
+
+    def _compile_expressions(self, columns: Sequence[str]) -> tuple[
+            list[list[ast.Expr]], list[Fn | None], list[Fn]]:
+        """Compile DEFINE (split into row-local conjuncts and a match-dependent closure)
+        and MEASURES for ``columns``."""
+        m = self.match
+        local_parts: list[list[ast.Expr]] = [[] for _ in self._variables]
+        dependent: list[Fn | None] = [None] * len(self._variables)
+        index = {name: i for i, name in enumerate(self._variables)}
+        for d in m.defines:
+            scope = Scope(columns, self._sets, "DEFINE", d.var)
+            compiler = ExprCompiler(scope)
+            rest: list[ast.Expr] = []
+            for part in conjuncts(d.condition):
+                # Validate every part (also the local ones) against the schema.
+                compiler.compile(part)
+                if is_row_local(part, d.var):
+                    local_parts[index[d.var]].append(part)
+                else:
+                    rest.append(part)
+            if rest:
+                cond = rest[0]
+                for part in rest[1:]:
+                    cond = ast.Binary("AND", cond, part, getattr(part, "pos", (1, 1)))
+                dependent[index[d.var]] = compiler.compile(cond)
+        scope = Scope(columns, self._sets, "MEASURES")
+        compiler = ExprCompiler(scope)
+        measures = [compiler.compile(me.expr) for me in m.measures]
+        return local_parts, dependent, measures
+
+    # ------------------------------------------------------------------ binding
+    def _bind(self, df: pd.DataFrame) -> _Bound:
+        columns = tuple(str(c) for c in df.columns)
+        bound = self._bound.get(columns)
+        if bound is None:
+            try:
+                bound = _Bound(self, columns)
+            except QueryError as err:
+                raise err.with_query(self.text) from None
+            self._bound[columns] = bound
+        return bound
+
+    # ------------------------------------------------------------------ running
+    def find_matches(self, df: pd.DataFrame) -> list[Match]:
+        """All matches in ``df`` (partitioned and ordered as the query says), by partition
+        key then match number. Empty matches are included, with ``rows == ()``."""
+        bound = self._bind(df)
+        try:
+            return bound.find_matches(df)
+        except QueryError as err:
+            raise err.with_query(self.text) from None
+
+    def run(self, df: pd.DataFrame) -> pd.DataFrame:
+        """The query's result over ``df`` (as :func:`match_recognize` returns it)."""
+        bound = self._bind(df)
+        try:
+            return bound.run(df)
+        except QueryError as err:
+            raise err.with_query(self.text) from None
+
+    def sql(self) -> str:
+        """The query printed back as SQL."""
+        from .printer import to_sql
+
+        return to_sql(self.tree)
+
+
+class _AnyColumns(tuple[str, ...]):
+    """A schema that contains every column name (for checking a query without data)."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+def _has_exclusion(p: ast.Pattern) -> bool:
+    if isinstance(p, ast.Exclusion):
+        return True
+    if isinstance(p, ast.Concat | ast.Alternation | ast.Permute):
+        return any(_has_exclusion(i) for i in p.items)
+    if isinstance(p, ast.Group | ast.Quantified):
+        return _has_exclusion(p.body)
+    return False
+
+
+def _order_numbers(series: pd.Series,
+                   within: ast.IntervalLiteral | ast.Literal) -> tuple[list[Any], float]:
+    """The WITHIN column as numbers (nanoseconds for timestamps) and the limit likewise."""
+    if isinstance(within, ast.IntervalLiteral):
+        seconds = interval_value(within).total_seconds()
+    else:
+        seconds = float(within.value)  # type: ignore[arg-type]  # the parser made it a number
+    if len(series) == 0:
+        return [], seconds
+    if pd.api.types.is_datetime64_any_dtype(series.dtype):
+        s = series
+        if getattr(s.dt, "tz", None) is not None:
+            s = s.dt.tz_convert("UTC").dt.tz_localize(None)
+        ns = s.astype("datetime64[ns]")
+        mask = ns.isna().to_numpy()
+        ints = ns.to_numpy().astype("int64").tolist()
+        values: list[Any] = [None if m else v for v, m in zip(ints, mask, strict=True)]
+        return values, seconds * 1e9
+    if pd.api.types.is_timedelta64_dtype(series.dtype):
+        ns = series.astype("timedelta64[ns]")
+        mask = ns.isna().to_numpy()
+        ints = ns.to_numpy().astype("int64").tolist()
+        return [None if m else v for v, m in zip(ints, mask, strict=True)], seconds * 1e9
+    if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(
+            series.dtype):
+        return column_values(series), seconds
+    raise QueryError(f"WITHIN needs a timestamp or numeric first ORDER BY column; "
+                     f"{series.name!r} has type {series.dtype}", *within.pos)
+
+
+class _Bound:
+    """A compiled query bound to one input schema (column names resolved)."""
+
+    def __init__(self, q: CompiledQuery, columns: tuple[str, ...]):
+        self.q = q
+        self.columns = columns
+        m = q.match
+        scope = Scope(columns, q._sets, "MEASURES")
+        self.partition_cols = [scope.column(c) for c in m.partition_by]
+        self.order_cols = [scope.column(s.column) for s in m.order_by]
+        self.local_parts, self.dependent, self.measures = q._compile_expressions(columns)
+        self.used_columns = sorted({scope.column(n) for e in self._all_exprs() for n in walk(e)
+                                    if isinstance(n, ast.Column) and not _is_classifier_arg(
+                                        n, e)})
+        self.define_columns = {
+            scope.column(n) for d in m.defines for part in conjuncts(d.condition)
+            if not is_row_local(part, d.var) for n in walk(part) if isinstance(n, ast.Column)
+            and not _is_classifier_arg(n, part)}
+        lowered = {c.lower() for c in columns}
+        self.measure_names = [me.name for me in m.measures]
+        if m.rows_per_match != "ONE":
+            for me in m.measures:
+                if me.name.lower() in lowered:
+                    raise QueryError(f"measure name {me.name} clashes with an input column "
+                                     "(ALL ROWS PER MATCH outputs both)", *me.pos)
+        skip = m.skip
+        self.skip = SkipPolicy(skip.kind, q._sets.get(skip.var) if skip.var else None,
+                               skip.var or "", skip.pos)
+
+    def _all_exprs(self) -> list[ast.Expr]:
+        m = self.q.match
+        return [d.condition for d in m.defines] + [me.expr for me in m.measures]
+
+    # ------------------------------------------------------------------ partitions
+    def _prepare(self, df: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, list[int]]:
+        """Sort by partition and order keys; return the sorted frame, the original
+        positions of its rows, and the partition boundaries."""
+        m = self.q.match
+        keys = self.partition_cols + self.order_cols
+        ascending = [True] * len(self.partition_cols) + [not s.descending for s in m.order_by]
+        work = df.reset_index(drop=True)
+        if keys:
+            na_last = all(s.nulls_first is not True for s in m.order_by)
+            ordered = work.sort_values(keys, ascending=ascending, kind="mergesort",
+                                       na_position="last" if na_last else "first")
+            positions = ordered.index.to_numpy()
+            work = ordered.reset_index(drop=True)
+        else:
+            positions = np.arange(len(work))
+        n = len(work)
+        bounds = [0]
+        if self.partition_cols and n:
+            change = np.zeros(n, dtype=bool)
+            for col in self.partition_cols:
+                codes, _ = pd.factorize(work[col], use_na_sentinel=False)
+                change[1:] |= codes[1:] != codes[:-1]
+            bounds += (np.flatnonzero(change)).tolist()
+        bounds.append(n)
+        if n == 0:
+            bounds = [0]
+        return work, positions, bounds
+
+    def _matcher(self, work: pd.DataFrame) -> tuple[Matcher, MatchState]:
+        q = self.q
+        m = q.match
+        local: list[np.ndarray | None] = []
+        for i, parts in enumerate(self.local_parts):
+            if not parts:
+                local.append(None)
+                continue
+            scope = Scope(self.columns, q._sets, "DEFINE", q._variables[i])
+            mask = np.ones(len(work), dtype=bool)
+            for part in parts:
+                mask &= evaluate_condition(part, work, scope)
+            local.append(mask)
+        window = None
+        if m.within is not None:
+            order, limit = _order_numbers(work[self.order_cols[0]], m.within)
+            window = Window(order, limit, m.order_by[0].descending)
+        # Columns read while matching become Python lists once; columns only read by
+        # MEASURES are read value by value, for the matched rows only.
+        cols: dict[str, Any] = {
+            c: column_values(work[c]) if c in self.define_columns else _LazyColumn(work[c])
+            for c in self.used_columns}
+        st = MatchState(cols, q._variables)
+        starts = None
+        if not P.can_be_empty(m.pattern):
+            index = {name: i for i, name in enumerate(q._variables)}
+            masks = [local[index[v]] for v in P.first_variables(m.pattern)]
+            if masks and all(mask is not None for mask in masks):
+                starts = np.logical_or.reduce([mk for mk in masks if mk is not None])
+        matcher = Matcher(q.program, Conditions(local, self.dependent), self.skip, window,
+                          report_unmatched=m.rows_per_match == "ALL UNMATCHED", starts=starts,
+                          selection=m.selection)
+        return matcher, st
+
+    def _partitions(self, df: pd.DataFrame) -> tuple[
+            pd.DataFrame, np.ndarray, MatchState, list[_Partition]]:
+        work, positions, bounds = self._prepare(df)
+        matcher, st = self._matcher(work)
+        pcols = [work[c] for c in self.partition_cols]
+        result = []
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+            key = tuple(to_python(c.iat[lo]) for c in pcols)
+            result.append(_Partition(key, lo, hi, matcher.partition(st, lo, hi)))
+        return work, positions, st, result
+
+    def _measures_at(self, st: MatchState, match: RawMatch, upto: int) -> list[Any]:
+        if st.rows is not match.rows or st.labels is not match.labels:
+            st.rows = match.rows
+            st.labels = match.labels
+            st.epoch += 1
+        st.upto = upto
+        st.match_number = match.number
+        return [fn(st) for fn in self.measures]
+
+    # ------------------------------------------------------------------ outputs
+    def find_matches(self, df: pd.DataFrame) -> list[Match]:
+        work, positions, st, parts = self._partitions(df)
+        names = self.q._variables
+        out: list[Match] = []
+        for part in parts:
+            st.lo, st.hi = part.lo, part.hi
+            for mt in part.matches:
+                if mt.unmatched:
+                    continue
+                values = self._measures_at(st, mt, len(mt.rows))
+                kept = [(r, v) for r, v, x in zip(mt.rows, mt.labels, mt.excluded, strict=True)
+                        if not x]
+                out.append(Match(part.key, mt.number, tuple(int(positions[r]) for r, _ in kept),
+                                 tuple(names[v] for _, v in kept),
+                                 dict(zip(self.measure_names, values, strict=True))))
+        return out
+
+    def run(self, df: pd.DataFrame) -> pd.DataFrame:
+        m = self.q.match
+        work, positions, st, parts = self._partitions(df)
+        if m.rows_per_match == "ONE":
+            table = self._one_row(work, st, parts)
+        else:
+            table = self._all_rows(work, st, parts)
+        return _select(self.q.tree, table)
+
+    def _one_row(self, work: pd.DataFrame, st: MatchState,
+                 parts: list[_Partition]) -> pd.DataFrame:
+        records: list[list[Any]] = []
+        for part in parts:
+            st.lo, st.hi = part.lo, part.hi
+            for mt in part.matches:
+                records.append([*part.key, *self._measures_at(st, mt, len(mt.rows))])
+        names = [*self.partition_cols, *self.measure_names]
+        if not records:
+            data = {c: work[c].iloc[:0] for c in self.partition_cols}
+            frame = pd.DataFrame(data).reset_index(drop=True)
+            for name in self.measure_names:
+                frame[name] = pd.Series([], dtype=object)
+            return frame
+        if not names:
+            return pd.DataFrame(index=range(len(records)))
+        return pd.DataFrame.from_records(records, columns=names)
+
+    def _all_rows(self, work: pd.DataFrame, st: MatchState,
+                  parts: list[_Partition]) -> pd.DataFrame:
+        mode = self.q.match.rows_per_match
+        take: list[int] = []
+        measure_rows: list[list[Any]] = []
+        nothing = [None] * len(self.measures)
+        for part in parts:
+            st.lo, st.hi = part.lo, part.hi
+            for mt in part.matches:
+                if mt.unmatched:
+                    take.append(mt.start)
+                    measure_rows.append(nothing)
+                    continue
+                if not mt.rows:
+                    if mode == "ALL OMIT":
+                        continue
+                    # An empty match is shown as its start row with measures over no rows.
+                    take.append(mt.start)
+                    measure_rows.append(self._measures_at(st, mt, 0))
+                    continue
+                for i, (row, excluded) in enumerate(zip(mt.rows, mt.excluded, strict=True)):
+                    if excluded:
+                        continue
+                    take.append(row)
+                    measure_rows.append(self._measures_at(st, mt, i + 1))
+        lead = list(dict.fromkeys(self.partition_cols + self.order_cols))
+        rest = [c for c in work.columns if c not in lead]
+        base = work.iloc[take].reset_index(drop=True)
+        out = base[lead].copy()
+        for j, name in enumerate(self.measure_names):
+            values = [r[j] for r in measure_rows]
+            out[name] = pd.Series(values, dtype=object if not values else None)
+        for c in rest:
+            out[c] = base[c]
+        return out
+
+
+class _LazyColumn:
+    """A column read value by value (as Python scalars, missing values as None); after
+    many reads it converts the whole column once."""
+
+    __slots__ = ("series", "values", "reads", "converted")
+
+    def __init__(self, series: pd.Series):
+        self.series = series
+        self.values = series.array
+        self.reads = 0
+        self.converted: list[Any] | None = None
+
+    def __getitem__(self, i: int) -> Any:
+        if self.converted is not None:
+            return self.converted[i]
+        self.reads += 1
+        if self.reads > 64 and self.reads * 8 > len(self.values):
+            self.converted = column_values(self.series)
+            return self.converted[i]
+        return to_python(self.values[i])
+
+
+@dataclass
+class _Partition:
+    key: tuple[Any, ...]
+    lo: int
+    hi: int
+    matches: list[RawMatch]
+
+
+def _is_classifier_arg(node: ast.Column, expr: ast.Expr) -> bool:
+    for n in walk(expr):
+        if isinstance(n, ast.Call) and n.name == "CLASSIFIER" and node in n.args:
+            return any(a is node for a in n.args)
+    return False
+
+
+def _select(tree: ast.Query, table: pd.DataFrame) -> pd.DataFrame:
+    """Apply the outer SELECT list and ORDER BY."""
+    available = [str(c) for c in table.columns]
+    lower: dict[str, list[str]] = {}
+    for c in available:
+        lower.setdefault(c.lower(), []).append(c)
+
+    def resolve(name: str, quoted: bool, pos: ast.Pos) -> str:
+        if name in available:
+            return name
+        found = [] if quoted else lower.get(name.lower(), [])
+        if len(found) == 1:
+            return found[0]
+        raise QueryError(f"unknown output column {name!r}; the MATCH_RECOGNIZE output has: "
+                         f"{', '.join(available)}", *pos)
+
+    if tree.order_by:
+        keys = [resolve(s.column.name, s.column.quoted, s.column.pos) for s in tree.order_by]
+        table = table.sort_values(keys, ascending=[not s.descending for s in tree.order_by],
+                                  kind="mergesort").reset_index(drop=True)
+    columns: list[str] = []
+    renames: dict[int, str] = {}
+    for item in tree.select:
+        if item.qualifier is not None and tree.alias is not None and (
+                item.qualifier.lower() != tree.alias.lower()):
+            raise QueryError(f"unknown table alias {item.qualifier!r}", *item.pos)
+        if item.name is None:
+            columns.extend(available)
+            continue
+        col = resolve(item.name, item.quoted, item.pos)
+        if item.alias is not None:
+            renames[len(columns)] = item.alias
+        columns.append(col)
+    out = table[columns]
+    out.columns = [renames.get(i, c) for i, c in enumerate(columns)]
+    return out.reset_index(drop=True)

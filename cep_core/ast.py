@@ -1,0 +1,271 @@
+"""The query tree: small frozen dataclasses, plain data that the compiler walks.
+
+Positions (``pos``: 1-based line and column) are kept for error messages but do not take
+part in equality, so a tree parsed from printed SQL equals the original tree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+Pos = tuple[int, int]
+_NOPOS: Pos = (0, 0)
+
+
+def _pos() -> Pos:
+    return field(default=_NOPOS, compare=False, repr=False)
+
+
+# ----------------------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True)
+class Expr:
+    pass
+
+
+@dataclass(frozen=True)
+class Literal(Expr):
+    """A number, string, boolean or NULL (value None)."""
+
+    value: object
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class IntervalLiteral(Expr):
+    """``INTERVAL '10' HOUR``; ``amount`` is the quoted text, ``unit`` upper case."""
+
+    amount: str
+    unit: str
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class TimestampLiteral(Expr):
+    text: str
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Column(Expr):
+    """A column reference; ``var`` is the pattern variable (None: the universal one)."""
+
+    name: str
+    var: str | None = None
+    quoted: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Star(Expr):
+    """``*`` or ``A.*`` inside COUNT."""
+
+    var: str | None = None
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Unary(Expr):
+    op: str  # '-', '+', 'NOT'
+    operand: Expr
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Binary(Expr):
+    op: str  # + - * / % || = <> < <= > >= AND OR
+    left: Expr
+    right: Expr
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class IsNull(Expr):
+    operand: Expr
+    negated: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Between(Expr):
+    operand: Expr
+    low: Expr
+    high: Expr
+    negated: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class InList(Expr):
+    operand: Expr
+    items: tuple[Expr, ...]
+    negated: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Case(Expr):
+    """``CASE [operand] WHEN .. THEN .. [ELSE ..] END``."""
+
+    operand: Expr | None
+    whens: tuple[tuple[Expr, Expr], ...]
+    default: Expr | None = None
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    """A function call. ``semantics`` is 'RUNNING', 'FINAL' or None (not written)."""
+
+    name: str  # upper case
+    args: tuple[Expr, ...]
+    semantics: str | None = None
+    pos: Pos = _pos()
+
+
+# ----------------------------------------------------------------------------- patterns
+
+
+@dataclass(frozen=True)
+class Pattern:
+    pass
+
+
+@dataclass(frozen=True)
+class Var(Pattern):
+    name: str
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Anchor(Pattern):
+    kind: str  # '^' or '$'
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Concat(Pattern):
+    items: tuple[Pattern, ...]
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Alternation(Pattern):
+    items: tuple[Pattern, ...]
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Group(Pattern):
+    """Parentheses; ``Group(Concat(()))`` is the empty pattern ``()``."""
+
+    body: Pattern
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Exclusion(Pattern):
+    body: Pattern
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Permute(Pattern):
+    items: tuple[Pattern, ...]
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Quantified(Pattern):
+    """``body{low,high}``; ``high`` None is unbounded; ``greedy`` False for reluctant.
+
+    ``text`` keeps the quantifier's spelling ('*', '+', '?', '{n,m}') for printing.
+    """
+
+    body: Pattern
+    low: int
+    high: int | None
+    greedy: bool = True
+    text: str = ""
+    pos: Pos = _pos()
+
+
+# ----------------------------------------------------------------------------- clauses
+
+
+@dataclass(frozen=True)
+class SortItem:
+    column: Column
+    descending: bool = False
+    nulls_first: bool | None = None
+
+
+@dataclass(frozen=True)
+class Measure:
+    expr: Expr
+    name: str
+    quoted: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Subset:
+    name: str
+    vars: tuple[str, ...]
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Define:
+    var: str
+    condition: Expr
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class SkipTo:
+    """AFTER MATCH SKIP: kind 'PAST LAST ROW', 'TO NEXT ROW', 'TO FIRST', 'TO LAST'."""
+
+    kind: str = "PAST LAST ROW"
+    var: str | None = None
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class MatchRecognize:
+    partition_by: tuple[Column, ...]
+    order_by: tuple[SortItem, ...]
+    measures: tuple[Measure, ...]
+    rows_per_match: str  # 'ONE', 'ALL SHOW', 'ALL OMIT', 'ALL UNMATCHED'
+    skip: SkipTo
+    pattern: Pattern
+    within: IntervalLiteral | Literal | None
+    subsets: tuple[Subset, ...]
+    defines: tuple[Define, ...]
+    rows_per_match_written: bool = False
+    skip_written: bool = False
+    # lakecep extension: 'STRICT' (the standard: consecutive rows), 'NEXT' or 'ANY'
+    # (SASE's skip-till-next-match / skip-till-any-match).
+    selection: str = "STRICT"
+
+
+@dataclass(frozen=True)
+class SelectItem:
+    """A selected output column (``name``) or ``*`` (name None)."""
+
+    name: str | None
+    alias: str | None = None
+    qualifier: str | None = None
+    quoted: bool = False
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Query:
+    select: tuple[SelectItem, ...]
+    table: str
+    match: MatchRecognize
+    alias: str | None = None
+    order_by: tuple[SortItem, ...] = ()
+    table_pos: Pos = _pos()

@@ -1,0 +1,301 @@
+"""The matching engine: runs a compiled pattern program over the rows of one partition.
+
+A backtracking machine with an explicit stack (no recursion, so long partitions cannot
+overflow the Python stack). Choice points are tried in preference order, so the first
+accepted path from a start row is the match the standard prefers. After a match the next
+start row follows the AFTER MATCH SKIP policy.
+
+DEFINE conditions come in two parts per variable: a precomputed boolean array over all rows
+for the conjuncts that only look at the current row, and a closure for the conjuncts that
+look at the match so far (navigation, aggregates, other variables), evaluated with RUNNING
+semantics on the partial match extended by the candidate row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import patterns as P
+from .errors import QueryError
+from .expressions import Fn, MatchState
+
+
+@dataclass
+class RawMatch:
+    """One match in sorted-row coordinates (or an unmatched row when ``unmatched``)."""
+
+    start: int
+    number: int
+    rows: list[int] = field(default_factory=list)
+    labels: list[int] = field(default_factory=list)
+    excluded: list[bool] = field(default_factory=list)
+    unmatched: bool = False
+
+
+@dataclass(frozen=True)
+class SkipPolicy:
+    """AFTER MATCH SKIP: where the next match attempt starts."""
+
+    kind: str  # 'PAST LAST ROW', 'TO NEXT ROW', 'TO FIRST', 'TO LAST'
+    var: frozenset[int] | None = None
+    var_name: str = ""
+    pos: tuple[int, int] = (1, 1)
+
+    def next_start(self, match: RawMatch) -> int:
+        if not match.rows:
+            return match.start + 1  # after an empty match: the next row
+        if self.kind == "PAST LAST ROW":
+            return match.rows[-1] + 1
+        if self.kind == "TO NEXT ROW":
+            return match.start + 1
+        assert self.var is not None
+        var = self.var
+        labels = match.labels
+        order = range(len(labels)) if self.kind == "TO FIRST" else range(len(labels) - 1, -1, -1)
+        found = next((i for i in order if labels[i] in var), None)
+        if found is None:
+            raise QueryError(f"AFTER MATCH SKIP {self.kind} {self.var_name}: match "
+                             f"{match.number} has no row mapped to {self.var_name}", *self.pos)
+        target = match.rows[found]
+        if target == match.start:
+            raise QueryError(f"AFTER MATCH SKIP {self.kind} {self.var_name} would skip to the "
+                             f"first row of match {match.number} and loop forever", *self.pos)
+        return target
+
+
+@dataclass
+class Conditions:
+    """DEFINE conditions by variable index (see the module docstring)."""
+
+    local: list[np.ndarray | None]
+    dependent: list[Fn | None]
+
+
+@dataclass
+class Window:
+    """The WITHIN constraint: |order(last) - order(first)| <= limit (order as numbers)."""
+
+    order: Sequence[Any]  # per sorted row: an int/float or None
+    limit: float
+    descending: bool = False
+
+
+class Matcher:
+    def __init__(self, program: P.Program, conditions: Conditions, skip: SkipPolicy,
+                 window: Window | None, report_unmatched: bool = False,
+                 starts: np.ndarray | None = None, selection: str = "STRICT"):
+        """``starts``, if given, marks the rows where a match can start at all (the pattern
+        cannot match empty, and this row passes the row-local condition of some variable
+        that can come first); other rows are skipped without running the program."""
+        self.starts = starts
+        self.selection = selection
+        # Incremental matching (see cep_core.streaming): with ``open`` set, more rows may
+        # follow ``hi``; an attempt whose outcome depended on what comes next sets
+        # ``touched_end``. ``begin`` is where '^' matches (None: at ``lo``).
+        self.open = False
+        self.touched_end = False
+        self.begin: int | None = None
+        self.program = program
+        self.conditions = conditions
+        self.skip = skip
+        self.window = window
+        self.report_unmatched = report_unmatched
+
+    def partition(self, st: MatchState, lo: int, hi: int) -> list[RawMatch]:
+        """All matches in rows ``lo..hi-1``, in order, numbered from 1."""
+        st.lo, st.hi = lo, hi
+        out: list[RawMatch] = []
+        start = lo
+        number = 0
+        covered = lo  # rows below this were part of some match
+        starts = self.starts
+        if starts is not None and not self.report_unmatched:
+            candidates = (np.flatnonzero(starts[lo:hi]) + lo).tolist()
+        else:
+            candidates = None
+        k = 0
+        while start < hi:
+            if candidates is not None:
+                while k < len(candidates) and candidates[k] < start:
+                    k += 1
+                if k == len(candidates):
+                    break
+                start = candidates[k]
+            st.match_number = number + 1  # what MATCH_NUMBER() in DEFINE sees
+            found = self._match_at(st, start, lo, hi)
+            if found is None:
+                if self.report_unmatched and start >= covered:
+                    out.append(RawMatch(start, 0, unmatched=True))
+                start += 1
+                continue
+            number += 1
+            rows, labels, excluded = found
+            match = RawMatch(start, number, rows, labels, excluded)
+            out.append(match)
+            if rows:
+                covered = max(covered, rows[-1] + 1)
+            elif self.report_unmatched:
+                covered = max(covered, start + 1)
+            start = self.skip.next_start(match)
+        return out
+
+    def _match_at(self, st: MatchState, start: int, lo: int,
+                  hi: int) -> tuple[list[int], list[int], list[bool]] | None:
+        code = self.program.code
+        local = self.conditions.local
+        dependent = self.conditions.dependent
+        window = self.window
+        if window is not None:
+            order = window.order
+            t0 = order[start] if start < hi else None
+            limit = window.limit
+            sign = -1 if window.descending else 1
+        rows: list[int] = []
+        labels: list[int] = []
+        flags: list[bool] = []
+        st.rows = rows
+        st.labels = labels
+        st.epoch += 1
+        pc = 0
+        pos = start
+        excl = 0
+        slots: list[int] = [-1] * self.program.slots
+        stack: list[tuple[int, int, int, int, list[int]]] = []
+        scanning = self.selection != "STRICT"
+        while True:
+            ins = code[pc]
+            op = ins[0]
+            if op == P.LABEL and scanning and rows:
+                # Skip-till-next/any-match: look for the next row, from pos on, that the
+                # variable accepts; rows in between are not part of the match.
+                v = ins[1]
+                r = pos
+                taken = False
+                while r < hi:
+                    if window is not None:
+                        t = order[r]
+                        if t0 is None or t is None or sign * (t - t0) > limit:
+                            break
+                    if self._accepts(st, v, r, local, dependent, flags, excl > 0):
+                        if self.selection == "ANY":
+                            stack.append((pc, r + 1, len(rows) - 1, excl, slots))
+                        pos = r + 1
+                        pc += 1
+                        taken = True
+                        break
+                    r += 1
+                if taken:
+                    continue
+                if r >= hi and self.open:
+                    self._touch(start, hi)
+            elif op == P.LABEL:
+                if pos < hi:
+                    v = ins[1]
+                    loc = local[v]
+                    if loc is None or loc[pos]:
+                        ok = True
+                        if window is not None:
+                            t = order[pos]
+                            ok = t0 is not None and t is not None and sign * (t - t0) <= limit
+                        if ok:
+                            rows.append(pos)
+                            labels.append(v)
+                            flags.append(excl > 0)
+                            dep = dependent[v]
+                            if dep is not None:
+                                st.upto = len(rows)
+                                ok = dep(st) is True
+                                if not ok:
+                                    rows.pop()
+                                    labels.pop()
+                                    flags.pop()
+                                    st.epoch += 1
+                            if ok:
+                                pos += 1
+                                pc += 1
+                                continue
+                elif self.open:
+                    self._touch(start, hi)
+            elif op == P.SPLIT:
+                stack.append((ins[2], pos, len(rows), excl, slots))
+                pc = ins[1]
+                continue
+            elif op == P.JUMP:
+                pc = ins[1]
+                continue
+            elif op == P.SAVE:
+                slots = slots.copy()
+                slots[ins[1]] = pos
+                pc += 1
+                continue
+            elif op == P.PROGRESS:
+                if slots[ins[1]] != pos:
+                    pc += 1
+                    continue
+            elif op == P.BEGIN:
+                if pos == (lo if self.begin is None else self.begin):
+                    pc += 1
+                    continue
+            elif op == P.END:
+                if pos == hi:
+                    if self.open:
+                        self.touched_end = True  # '$' is only known at the end of input
+                    pc += 1
+                    continue
+            elif op == P.EXCLUDE_ON:
+                excl += 1
+                pc += 1
+                continue
+            elif op == P.EXCLUDE_OFF:
+                excl -= 1
+                pc += 1
+                continue
+            elif op == P.ACCEPT:
+                return rows, labels, flags
+            # The current path failed: resume the most recent untried alternative.
+            # (Also reached from LABEL/anchor/PROGRESS checks that did not pass.)
+            if not stack:
+                return None
+            pc, pos, size, excl, slots = stack.pop()
+            if size < len(rows):
+                del rows[size:]
+                del labels[size:]
+                del flags[size:]
+                st.epoch += 1
+
+    @staticmethod
+    def _accepts(st: MatchState, v: int, r: int, local: list[np.ndarray | None],
+                 dependent: list[Fn | None], flags: list[bool], excluded: bool) -> bool:
+        """Map row ``r`` to variable ``v`` if its DEFINE holds (appending it to the path)."""
+        loc = local[v]
+        if loc is not None and not loc[r]:
+            return False
+        st.rows.append(r)
+        st.labels.append(v)
+        flags.append(excluded)
+        dep = dependent[v]
+        if dep is not None:
+            st.upto = len(st.rows)
+            if dep(st) is not True:
+                st.rows.pop()
+                st.labels.pop()
+                flags.pop()
+                st.epoch += 1
+                return False
+        return True
+
+    def _touch(self, start: int, hi: int) -> None:
+        """The attempt from ``start`` wanted a row past ``hi``: its outcome is not final,
+        unless the WITHIN window from ``start`` has already passed (later rows could not
+        join the match anyway)."""
+        window = self.window
+        if window is not None and hi > 0:
+            t0, last = window.order[start], window.order[hi - 1]
+            sign = -1 if window.descending else 1
+            if t0 is not None and last is not None and sign * (last - t0) > window.limit:
+                return
+        self.touched_end = True

@@ -1,0 +1,84 @@
+"""Partial-match state of incremental matching: the rows a future match may still use.
+
+A backtracking matcher resumes a partial match by re-reading rows, so the state of a
+partition is the suffix of its rows from which a match may still start (plus the rows that
+``PREV`` may look back at, and the last settled row, which marks where the next attempt
+starts), and the number of matches already emitted. The store keeps the buffered rows of
+all partitions in one DataFrame (sorted by partition and order keys, so each feed costs one
+concatenation and one sort rather than work per key) and small per-key counters, and
+serialises to bytes so that a streaming job can checkpoint it between micro-batches.
+
+Spilling cold partitions to disk (TPM / STPM in seed 000) belongs here too; it is not
+implemented yet.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd  # type: ignore[import-untyped, unused-ignore]
+
+FORMAT_VERSION = 3
+ROW_ID = "__lakecep_row__"  # column holding each buffered row's global feed number
+
+
+@dataclass
+class PartitionState:
+    """Counters of one partition key: ``matches`` emitted so far (for MATCH_NUMBER) and
+    ``trimmed`` rows dropped from its front (when non-zero, '^' can no longer match)."""
+
+    matches: int = 0
+    trimmed: int = 0
+
+
+class PartialMatchStore:
+    """Buffered rows of all partitions plus per-key counters.
+
+    ``frame`` holds the input columns and :data:`ROW_ID`; ``settled[i]`` is True for the
+    last settled row of its partition (the next match attempt starts after it).
+
+    >>> store = PartialMatchStore()
+    >>> store.frame = pd.DataFrame({"t": [1, 2], ROW_ID: [0, 1]})
+    >>> store.settled = np.array([True, False])
+    >>> store.partitions[()] = PartitionState(matches=1)
+    >>> again = PartialMatchStore.from_bytes(store.to_bytes())
+    >>> again.buffered_rows(), again.settled.tolist(), again.partitions[()].matches
+    (2, [True, False], 1)
+    """
+
+    def __init__(self) -> None:
+        self.frame: pd.DataFrame | None = None
+        self.settled = np.zeros(0, dtype=bool)
+        self.partitions: dict[tuple[Any, ...], PartitionState] = {}
+
+    def buffered_rows(self) -> int:
+        return 0 if self.frame is None else len(self.frame)
+
+    def to_bytes(self, extra: dict[str, Any] | None = None) -> bytes:
+        """Serialise (pickle: load only bytes this process or a trusted job wrote)."""
+        payload = {"version": FORMAT_VERSION, "extra": extra or {}, "frame": self.frame,
+                   "settled": self.settled,
+                   "partitions": {k: (s.matches, s.trimmed) for k, s in self.partitions.items()}}
+        return pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> PartialMatchStore:
+        store, _ = cls.load(data)
+        return store
+
+    @classmethod
+    def load(cls, data: bytes) -> tuple[PartialMatchStore, dict[str, Any]]:
+        """The store and the ``extra`` dict saved with it."""
+        payload = pickle.loads(data)
+        if not isinstance(payload, dict) or payload.get("version") != FORMAT_VERSION:
+            raise ValueError("not a lakecep partial-match state (or an incompatible version)")
+        store = cls()
+        store.frame = payload["frame"]
+        store.settled = payload["settled"]
+        for key, (matches, trimmed) in payload["partitions"].items():
+            store.partitions[key] = PartitionState(matches, trimmed)
+        extra: dict[str, Any] = payload["extra"]
+        return store, extra
