@@ -196,9 +196,9 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
         else:
             live = new_events.groupBy(query.key).applyInPandas(live_matcher(query), LIVE_DDL)
             live = live.withColumnRenamed("key", query.key).persist()
+            before = F.expr(f"INTERVAL {int(query.before.total_seconds())} SECONDS")
             bounds = live.groupBy(query.key).agg(
-                (F.min("live_start") - F.expr(f"INTERVAL {int(query.before.total_seconds())} SECONDS"))
-                .alias("_lo"),
+                (F.min("live_start") - before).alias("_lo"),
                 F.max("live_start").alias("_hi"),
             )
             scope = history.join(bounds, query.key).where(
@@ -232,7 +232,8 @@ def run(spark, settings: Settings, *, continuous: bool = False,  # noqa: ANN001
     LakeTable(spark, settings, "gold.complex_events").ensure()
     queries = list(queries or load_queries())
     for query in queries:  # fail fast on a bad query, before any data moves
-        for text in ([query.query] if isinstance(query, PatternQuery) else [query.live, query.archive]):
+        texts = [query.query] if isinstance(query, PatternQuery) else [query.live, query.archive]
+        for text in texts:
             _compiled(text)
     log(f"{QUERY}: queries {', '.join(f'{q.id} v{q.version}' for q in queries)}")
 

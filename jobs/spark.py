@@ -59,7 +59,9 @@ def get_spark(app_name: str = "lakecep", settings: Settings | None = None) -> Sp
         SparkSession.builder.appName(app_name)
         .master(settings.spark_master)
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config(
+            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        )
         .config("spark.sql.shuffle.partitions", str(settings.spark_shuffle_partitions))
         .config("spark.default.parallelism", str(settings.spark_shuffle_partitions))
         .config("spark.driver.memory", settings.spark_driver_memory)

@@ -117,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--events", type=int, default=20_000, help="approximate number of lines")
     gen.add_argument("--seed", type=int, default=7, help="random seed (same seed, same files)")
     gen.add_argument("--lines-per-file", type=int, default=5_000, help="lines per landing file")
-    gen.add_argument("--clean", action="store_true", help="replace generated files already in the landing folder")
+    gen.add_argument("--clean", action="store_true",
+                     help="replace generated files already in the landing folder")
     gen.set_defaults(func=cmd_generate)
 
     run = sub.add_parser("run", help="run a pipeline job (bronze, silver, gold, quality or all)",

@@ -53,7 +53,8 @@ def test_bronze_keeps_every_line_with_status(spark, local) -> None:  # noqa: ANN
 
     bronze.run(spark, local)
 
-    rows = {(Path(r.source_file).name, r.line_no): r for r in table_rows(spark, local, "bronze.events")}
+    rows = {(Path(r.source_file).name, r.line_no): r
+            for r in table_rows(spark, local, "bronze.events")}
     assert len(rows) == count_landed_lines(local.landing) == 5
     assert rows[("a.jsonl", 1)].parse_status == "ok"
     assert rows[("a.jsonl", 2)].parse_status == "empty_line"

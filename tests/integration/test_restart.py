@@ -52,7 +52,7 @@ def run_job(job: str, env: dict[str, str], *, kill_after_commits: int | None = N
 
 def test_killed_jobs_restart_without_loss_or_duplicates(spark, settings, tmp_path: Path) -> None:  # noqa: ANN001
     local = dataclasses.replace(settings, home=tmp_path, max_files_per_trigger=2)
-    summary = generate(local.landing, local.truth_dir, events=3000, seed=11, lines_per_file=250)
+    summary = generate(local.landing, local.truth_dir, events=1500, seed=11, lines_per_file=250)
     env = {**os.environ, "LAKECEP_HOME": str(tmp_path), "LAKECEP_MAX_FILES_PER_TRIGGER": "2"}
 
     killed = {}

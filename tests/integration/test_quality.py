@@ -1,0 +1,283 @@
+"""jobs.quality: GX 1.x suites validated on real Spark DataFrames of real Delta tables.
+
+The module writes small lake tables (good rows plus deliberately broken ones) at the
+session's settings paths, runs ``run_quality`` once for all tables (module fixture) and
+checks report, ``gold.quality_results`` rows, idempotency, Data Docs, skipping and
+``fail_on_error``. Tables that existed before the module are moved aside and restored
+afterwards; everything this module wrote is removed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+import schemas
+from jobs import quality
+
+pytestmark = pytest.mark.spark
+
+RUN_ID = "test-quality-run-1"
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+LAKE_TABLES = (*quality.TABLES, quality.RESULTS_TABLE)
+
+
+def ts(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+# What each table contains and which expectations it breaks (with the unexpected count).
+BRONZE = [
+    ('{"event_id": "e1"}', "f1.jsonl", 1, 18, ts(0), "ok", None),
+    ('{"event_id": "e2"}', "f1.jsonl", 2, 18, ts(0), "ok", None),
+    ("{not json", "f1.jsonl", 3, 9, ts(0), "malformed_json", "not valid JSON"),
+    ("", "f1.jsonl", 4, 0, ts(0), "empty_line", None),
+    ("x" * 10, "f1.jsonl", 5, 70000, ts(0), "oversized", None),
+    ("???", "f1.jsonl", 6, 3, ts(0), "garbled", None),  # BROKEN: unknown parse_status
+]
+SILVER = [
+    # event_id, object_id, event_type, source_id, event_time, time_lower, time_upper, pmf,
+    # attributes, source_file, line_no, ingest_time, silver_time
+    ("e1", "o1", "enter", "s1", ts(1), None, None, None, {"k": "v"}, "f1.jsonl", 1, ts(0), ts(5)),
+    ("e2", "o1", "leave", "s1", ts(2), ts(1), None, [0.5, 0.5], None, "f1.jsonl", 2, ts(0), ts(5)),
+    ("e3", "o2", "enter", "s2", ts(3), ts(2), ts(4), None, None, "f2.jsonl", 1, ts(0), ts(5)),
+    # BROKEN: inverted uncertainty interval (time_lower > time_upper)
+    ("e4", "o2", "leave", "s2", ts(4), ts(9), ts(3), None, None, "f2.jsonl", 2, ts(0), ts(5)),
+    # BROKEN: e1 a second time (silver must be unique per event_id -> 2 unexpected rows)
+    ("e1", "o1", "enter", "s1", ts(1), None, None, None, None, "f3.jsonl", 1, ts(0), ts(5)),
+]
+QUARANTINE = [
+    ("{not json", "f1.jsonl", 3, ts(0), "malformed_json", ts(5)),
+    ('{"x": 1}', "f2.jsonl", 7, ts(0), "missing_field: event_id", ts(5)),
+]
+DUPLICATES = [
+    ("e1", "f1.jsonl", 9, ts(0), ts(5)),
+    ("e2", "f2.jsonl", 9, ts(0), ts(5)),
+]
+GOLD = [
+    # query_id, query_version, match_id, partition_key, match_number, start_time, end_time,
+    # measures, live_event_ids, archive_event_ids, history_version, strategy, probability,
+    # detection_time, detection_latency_ms, batch_id
+    ("q1", "v1", "m1", "o1", 1, ts(1), ts(2), {"n": "2"}, ["e1", "e2"], [], 3, "batch", None,
+     ts(6), 10, 0),
+    ("q1", "v1", "m2", "o2", 2, ts(3), None, None, ["e3"], None, None, "lazy", 0.25, ts(6), 10, 0),
+    # BROKEN: probability outside [0, 1]
+    ("q2", "v1", "m1", "o1", 1, ts(1), ts(4), None, ["e1"], None, None, "lazy", 1.5, ts(6), 10, 0),
+    # BROKEN: (q1, m1) emitted twice -> 2 unexpected rows
+    ("q1", "v1", "m1", "o1", 1, ts(1), ts(2), None, ["e1", "e2"], [], 3, "batch", None,
+     ts(7), 20, 1),
+]
+DATA = {
+    "bronze.events": BRONZE,
+    "silver.events": SILVER,
+    "silver.quarantine": QUARANTINE,
+    "silver.duplicates": DUPLICATES,
+    "gold.complex_events": GOLD,
+}
+#: (table, expectation, column) -> unexpected_count of every expectation the data breaks.
+EXPECTED_FAILURES = {
+    ("bronze.events", "expect_column_values_to_be_in_set", "parse_status"): 1,
+    ("silver.events", "expect_column_values_to_be_unique", "event_id"): 2,
+    ("silver.events", "expect_column_pair_values_a_to_be_greater_than_b",
+     "time_upper,time_lower"): 1,
+    ("gold.complex_events", "expect_compound_columns_to_be_unique", "query_id,match_id"): 2,
+    ("gold.complex_events", "expect_column_values_to_be_between", "probability"): 1,
+}
+
+
+def suite_size(table: str) -> int:
+    return len(json.loads(quality.suite_path(table).read_text())["expectations"])
+
+
+@pytest.fixture(scope="module")
+def lake(spark, settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:  # noqa: ANN001
+    """Write the test tables; move pre-existing ones aside and restore them afterwards."""
+    backup = tmp_path_factory.mktemp("quality_backup")
+    moved: dict[Path, Path] = {}
+    owned = [settings.table_path(t) for t in LAKE_TABLES]
+    owned += [quality.data_docs_dir(settings), settings.home / "gx"]
+    for i, path in enumerate(owned):
+        if path.exists():
+            moved[path] = backup / f"{i}_{path.name}"
+            shutil.move(path, moved[path])
+    try:
+        for table, rows in DATA.items():
+            (
+                spark.createDataFrame(rows, schemas.ddl(table))
+                .coalesce(1)
+                .write.format("delta")
+                .mode("overwrite")
+                .option("overwriteSchema", "true")
+                .save(str(settings.table_path(table)))
+            )
+        yield settings
+    finally:
+        for path in owned:
+            shutil.rmtree(path, ignore_errors=True)
+        for path, saved in moved.items():
+            shutil.move(saved, path)
+
+
+@pytest.fixture(scope="module")
+def report(spark, lake):  # noqa: ANN001, ANN201
+    return quality.run_quality(spark, lake, run_id=RUN_ID)
+
+
+def results(spark, settings, run_id: str):  # noqa: ANN001, ANN201
+    path = str(settings.table_path(quality.RESULTS_TABLE))
+    return spark.read.format("delta").load(path).where(f"run_id = '{run_id}'").collect()
+
+
+# --- suites (GX API, no data) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("table", quality.TABLES)
+def test_suite_loads_with_gx_and_matches_the_ddl(table: str) -> None:
+    suite = quality.load_suite(table)
+    assert suite.name == table
+    assert len(suite.expectations) == suite_size(table)  # nothing silently dropped
+    ddl_columns = schemas.columns(table)
+    for expectation in suite.expectations:
+        kwargs = expectation.configuration.kwargs
+        referenced = [kwargs.get("column"), kwargs.get("column_A"), kwargs.get("column_B")]
+        referenced += kwargs.get("column_list") or []
+        assert {c for c in referenced if c} <= set(ddl_columns), expectation.expectation_type
+        if expectation.expectation_type == "expect_table_columns_to_match_set":
+            assert sorted(kwargs["column_set"]) == sorted(ddl_columns)
+
+
+def test_suites_agree_with_the_jobs_contracts() -> None:
+    from jobs.bronze import PARSE_STATUSES
+    from lakecep.events import REASON_CODES
+
+    bronze = json.loads(quality.suite_path("bronze.events").read_text())
+    (in_set,) = [e for e in bronze["expectations"]
+                 if e["type"] == "expect_column_values_to_be_in_set"]
+    assert sorted(in_set["kwargs"]["value_set"]) == sorted(PARSE_STATUSES)
+    quarantine = json.loads(quality.suite_path("silver.quarantine").read_text())
+    regexes = [e["kwargs"]["regex"] for e in quarantine["expectations"]
+               if e["type"] == "expect_column_values_to_match_regex"]
+    assert "^[a-z_]+" in regexes
+    strict = re.compile(next(r for r in regexes if r != "^[a-z_]+"))
+    assert all(strict.search(code) and strict.search(f"{code}: detail") for code in REASON_CODES)
+    assert not strict.search("Malformed") and not strict.search("no_such_code")
+
+
+def test_a_broken_suite_file_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    bad = {"name": "silver.events", "expectations": [
+        {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "event_id"}},
+        {"type": "expect_column_values_to_be_uniqe", "kwargs": {"column": "event_id"}},
+    ]}
+    (tmp_path / "silver.events.json").write_text(json.dumps(bad))
+    monkeypatch.setattr(quality, "EXPECTATIONS_DIR", tmp_path)
+    with pytest.raises(quality.SuiteError, match=r"silver\.events\.json: expectation #1"):
+        quality.load_suite("silver.events")
+
+
+# --- a real run on Spark -----------------------------------------------------------------
+
+
+def test_failures_are_exactly_the_broken_expectations(report) -> None:  # noqa: ANN001
+    assert set(report.tables) == set(quality.TABLES)
+    assert not report.skipped
+    assert not report.success
+    failures = {}
+    for table, outcome in report.tables.items():
+        assert outcome.evaluated == suite_size(table)
+        assert outcome.row_count == len(DATA[table])
+        for line in outcome.failures:
+            failures[table, line.split("(")[0]] = line
+    expected_keys = {(table, exp) for table, exp, _ in EXPECTED_FAILURES}
+    assert set(failures) == expected_keys
+    for (table, expectation, column), count in EXPECTED_FAILURES.items():
+        assert f"{expectation}({column}): unexpected_count={count} " in failures[table, expectation]
+    assert report.tables["silver.quarantine"].success
+    assert report.tables["silver.duplicates"].success
+    assert report.tables["bronze.events"].failed == 1
+    assert report.tables["silver.events"].failed == 2
+    assert report.tables["gold.complex_events"].failed == 2
+    text = str(report)
+    assert "FAILED" in text and "unexpected_count=2" in text and "garbled" in text
+
+
+def test_results_table_has_one_row_per_expectation(spark, settings, report) -> None:  # noqa: ANN001
+    rows = results(spark, settings, RUN_ID)
+    assert len(rows) == sum(suite_size(t) for t in quality.TABLES) == report.results_written
+    path = str(settings.table_path(quality.RESULTS_TABLE))
+    assert spark.read.format("delta").load(path).columns == schemas.columns(quality.RESULTS_TABLE)
+    failed = {(r.table_name, r.expectation, r.column_name): r.unexpected_count
+              for r in rows if not r.success}
+    assert failed == EXPECTED_FAILURES
+    by_key = {(r.table_name, r.expectation, r.column_name): r for r in rows}
+    unique = by_key["silver.events", "expect_column_values_to_be_unique", "event_id"]
+    assert unique.element_count == len(SILVER) and unique.suite == "silver.events"
+    assert '"e1"' in unique.observed  # the offending values are quoted
+    rowcount = by_key["bronze.events", "expect_table_row_count_to_be_between", None]
+    assert rowcount.success and json.loads(rowcount.observed)["observed_value"] == len(BRONZE)
+    assert all(r.validated_at is not None and r.suite == r.table_name for r in rows)
+
+
+def test_rerunning_a_run_id_does_not_duplicate(spark, settings, report) -> None:  # noqa: ANN001
+    before = sorted((r.table_name, r.expectation, str(r.column_name)) for r in
+                    results(spark, settings, RUN_ID))
+    again = quality.run_quality(spark, settings, run_id=RUN_ID, tables=["silver.duplicates"])
+    assert again.success and again.results_written == suite_size("silver.duplicates")
+    after = results(spark, settings, RUN_ID)
+    assert sorted((r.table_name, r.expectation, str(r.column_name)) for r in after) == before
+    # the re-run replaced (not kept) the earlier rows of that table
+    stamps = {r.validated_at for r in after if r.table_name == "silver.duplicates"}
+    first = {r.validated_at for r in after if r.table_name == "silver.quarantine"}
+    assert min(stamps) > max(first)
+
+
+def test_data_docs_show_the_validations(report, settings) -> None:  # noqa: ANN001
+    index = quality.data_docs_dir(settings) / "index.html"
+    assert report.data_docs_index == index and index.is_file()
+    html = index.read_text()
+    for table in quality.TABLES:
+        assert table in html
+    assert RUN_ID in html
+    pages = list((index.parent / "validations").rglob("*.html"))
+    assert len(pages) >= len(quality.TABLES)
+    silver_page = next(p for p in pages if "silver.events" in str(p))
+    assert "expect_column_values_to_be_unique" in silver_page.read_text() or \
+        "values must be unique" in silver_page.read_text()
+
+
+def test_missing_tables_are_skipped(spark, settings, report, tmp_path: Path) -> None:  # noqa: ANN001
+    gold = settings.table_path("gold.complex_events")
+    shutil.move(gold, tmp_path / "gold")
+    try:
+        skipped = quality.run_quality(
+            spark, settings, run_id="test-quality-skip", tables=["gold.complex_events"],
+            fail_on_error=True,
+        )
+    finally:
+        shutil.move(tmp_path / "gold", gold)
+    assert skipped.success and not skipped.tables
+    assert "does not exist" in skipped.skipped["gold.complex_events"]
+    assert "skip" in str(skipped) and skipped.results_written == 0
+    assert results(spark, settings, "test-quality-skip") == []
+
+
+def test_fail_on_error_names_the_failed_expectation(spark, settings, report) -> None:  # noqa: ANN001
+    with pytest.raises(quality.QualityError) as info:
+        quality.run_quality(spark, settings, run_id="test-quality-fail",
+                            tables=["bronze.events"], fail_on_error=True)
+    message = str(info.value)
+    assert "bronze.events: expect_column_values_to_be_in_set(parse_status)" in message
+    assert "unexpected_count=1" in message
+    assert not info.value.report.success
+    # results are still recorded before raising
+    assert len(results(spark, settings, "test-quality-fail")) == suite_size("bronze.events")
+
+
+def test_unknown_table_is_rejected(spark, settings) -> None:  # noqa: ANN001
+    with pytest.raises(quality.SuiteError, match="no expectation suite for bronze.nope"):
+        quality.run_quality(spark, settings, run_id="x", tables=["bronze.nope"])
