@@ -249,8 +249,14 @@ def _observed(result: dict[str, Any], exception_info: Any) -> str | None:
     for key in ("unexpected_percent", "partial_unexpected_list", "missing_count"):
         if result.get(key) not in (None, [], 0):
             observed[key] = result[key]
-    if isinstance(exception_info, dict) and exception_info.get("raised_exception"):
-        observed["exception"] = exception_info.get("exception_message")
+    # GX gives either {"raised_exception": ..., "exception_message": ...} or a dict of those
+    # keyed by the metric that failed (e.g. when a column does not exist).
+    infos = [exception_info] if isinstance(exception_info, dict) else []
+    if infos and "raised_exception" not in exception_info:
+        infos = [v for v in exception_info.values() if isinstance(v, dict)]
+    messages = [str(i.get("exception_message")) for i in infos if i.get("raised_exception")]
+    if messages:
+        observed["exception"] = "; ".join(dict.fromkeys(messages))
     if not observed:
         return None
     text = json.dumps(observed, default=str, sort_keys=True)
