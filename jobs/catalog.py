@@ -16,6 +16,9 @@ def register_tables(spark, settings: Settings) -> list[str]:  # noqa: ANN001
             continue
         layer = name.split(".")[0]
         spark.sql(f"CREATE SCHEMA IF NOT EXISTS {layer}")
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING delta LOCATION '{table.path}'")
+        # External tables: dropping the catalog entry never touches the data, and
+        # re-creating it makes the name point at this LAKECEP_HOME's table.
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
+        spark.sql(f"CREATE TABLE {name} USING delta LOCATION '{table.path}'")
         registered.append(name)
     return registered

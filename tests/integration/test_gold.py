@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from jobs import bronze, gold, silver
+from jobs.catalog import register_tables
 from jobs.tables import LakeTable
 
 pytestmark = pytest.mark.spark
@@ -72,3 +73,12 @@ def test_gold_patterns_late_events_and_exactly_once(spark, local) -> None:  # no
                        silver_events.as_of(version), version, 99, datetime.now())
     gold.merge_into_gold(spark, local, rows)
     assert len(LakeTable(spark, local, "gold.complex_events").read().collect()) == len(second)
+
+    # Analysts' view: tables by name, with time travel (what `lakecep sql` runs).
+    assert "gold.complex_events" in register_tables(spark, local)
+    per_query = dict(spark.sql("SELECT query_id, count(*) FROM gold.complex_events "
+                               "GROUP BY query_id").collect())
+    assert per_query == {"rfid_abc": 2, "rfid_transit": 2}
+    before = spark.sql(f"SELECT count(*) FROM silver.events VERSION AS OF "
+                       f"{transit.history_version}").first()[0]
+    assert before == 9 < spark.sql("SELECT count(*) FROM silver.events").first()[0]
