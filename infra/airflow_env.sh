@@ -11,4 +11,10 @@ export AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT=120
 export AIRFLOW__LOGGING__BASE_LOG_FOLDER=${AIRFLOW__LOGGING__BASE_LOG_FOLDER:-$AIRFLOW_HOME/logs}
 # The jobs run with the same interpreter as Airflow (one environment, see docs/environment.md).
 export LAKECEP_PYTHON_BIN=${LAKECEP_PYTHON_BIN:-$_lakecep_root/.venv/bin/python}
+# `airflow standalone` starts its components as `airflow <component>` found on PATH.
+export PATH="$_lakecep_root/.venv/bin:$PATH"
+export AIRFLOW__API__HOST=${AIRFLOW__API__HOST:-127.0.0.1}
+export AIRFLOW__API__PORT=${AIRFLOW__API__PORT:-8080}
+# The LocalExecutor otherwise starts 32 workers; each lakecep task is a whole Spark driver.
+export AIRFLOW__CORE__PARALLELISM=${AIRFLOW__CORE__PARALLELISM:-4}
 unset _lakecep_root
