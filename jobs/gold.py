@@ -39,9 +39,10 @@ ENGINE_COLUMNS = [
     "time_lower", "time_upper", "ingest_time",
 ]
 GOLD_DDL = schemas.ddl("gold.complex_events").replace(" NOT NULL", "")
+BUCKET = "_bucket"
 LIVE_DDL = (
     "key STRING, live_start TIMESTAMP, live_end TIMESTAMP, live_ids ARRAY<STRING>, "
-    "live_measures MAP<STRING,STRING>, live_ingest TIMESTAMP"
+    f"live_measures MAP<STRING,STRING>, live_ingest TIMESTAMP, {BUCKET} INT"
 )
 
 
@@ -73,60 +74,72 @@ def _ms(delta: pd.Timedelta) -> int | None:
     return None if pd.isna(delta) else int(delta / pd.Timedelta(milliseconds=1))
 
 
+def _gold_row(query_id: str, version_text: str, match, picked: pd.DataFrame,  # noqa: ANN001
+              history_version: int, batch_id: int, detected: pd.Timestamp) -> dict[str, Any]:
+    ids = picked["event_id"].tolist()
+    return {
+        "query_id": query_id,
+        "query_version": version_text,
+        "match_id": match_id(query_id, ids),
+        "partition_key": "|".join(str(v) for v in match.partition),
+        "match_number": match.match_number,
+        "start_time": picked["event_time"].min() if ids else pd.NaT,
+        "end_time": picked["event_time"].max() if ids else pd.NaT,
+        "measures": _measures(match.measures),
+        "live_event_ids": ids,
+        "archive_event_ids": [],
+        "history_version": history_version,
+        "strategy": "batch",
+        "probability": None,
+        "detection_time": detected,
+        "detection_latency_ms": _ms(detected - picked["ingest_time"].max()) if ids else None,
+        "batch_id": batch_id,
+    }
+
+
 def pattern_matcher(
     query: PatternQuery, version: int, batch_id: int, detected: datetime
 ) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    """applyInPandas function: one key's history -> its gold rows."""
+    """applyInPandas function: one bucket of keys' history -> their gold rows.
+
+    The engine partitions by the query's PARTITION BY itself, so one call serves every key
+    of the bucket (a call per key would pay pandas' per-call overhead hundreds of
+    thousands of times).
+    """
     detected_ts = pd.Timestamp(detected).tz_localize(None)
 
     def run(frame: pd.DataFrame) -> pd.DataFrame:
-        compiled = _compiled(query.query)
-        frame = frame.reset_index(drop=True)
-        rows = []
-        for match in compiled.find_matches(frame):
-            picked = frame.iloc[list(match.rows)]
-            ids = picked["event_id"].tolist()
-            rows.append({
-                "query_id": query.id,
-                "query_version": query.version,
-                "match_id": match_id(query.id, ids),
-                "partition_key": "|".join(str(v) for v in match.partition),
-                "match_number": match.match_number,
-                "start_time": picked["event_time"].min() if ids else pd.NaT,
-                "end_time": picked["event_time"].max() if ids else pd.NaT,
-                "measures": _measures(match.measures),
-                "live_event_ids": ids,
-                "archive_event_ids": [],
-                "history_version": version,
-                "strategy": "batch",
-                "probability": None,
-                "detection_time": detected_ts,
-                "detection_latency_ms": _ms(detected_ts - picked["ingest_time"].max()),
-                "batch_id": batch_id,
-            })
+        frame = frame.drop(columns=[BUCKET]).reset_index(drop=True)
+        rows = [
+            _gold_row(query.id, query.version, match, frame.iloc[list(match.rows)],
+                      version, batch_id, detected_ts)
+            for match in _compiled(query.query).find_matches(frame)
+        ]
         return pd.DataFrame(rows, columns=schemas.columns("gold.complex_events"))
 
     return run
 
 
 def live_matcher(query: LiveArchiveQuery) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    """applyInPandas function: one key's new events -> its live matches."""
+    """applyInPandas function: one bucket's new events -> their live matches."""
 
     def run(frame: pd.DataFrame) -> pd.DataFrame:
-        compiled = _compiled(query.live)
-        frame = frame.reset_index(drop=True)
+        bucket = int(frame[BUCKET].iloc[0]) if len(frame) else 0
+        frame = frame.drop(columns=[BUCKET]).reset_index(drop=True)
         rows = []
-        for match in compiled.find_matches(frame):
+        for match in _compiled(query.live).find_matches(frame):
             picked = frame.iloc[list(match.rows)]
             rows.append({
-                "key": str(frame[query.key].iloc[0]),
+                "key": str(match.partition[0]),
                 "live_start": picked["event_time"].min(),
                 "live_end": picked["event_time"].max(),
                 "live_ids": picked["event_id"].tolist(),
                 "live_measures": _measures(match.measures),
                 "live_ingest": picked["ingest_time"].max(),
             })
-        return pd.DataFrame(rows, columns=[c.split()[0] for c in LIVE_DDL.split(", ")])
+        out = pd.DataFrame(rows, columns=[c.split()[0] for c in LIVE_DDL.split(", ")[:-1]])
+        out[BUCKET] = bucket
+        return out
 
     return run
 
@@ -134,51 +147,71 @@ def live_matcher(query: LiveArchiveQuery) -> Callable[[pd.DataFrame], pd.DataFra
 def archive_joiner(
     query: LiveArchiveQuery, version: int, batch_id: int, detected: datetime
 ) -> Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame]:
-    """cogroup function: a key's live matches x its history -> joined gold rows.
+    """cogroup function: a bucket's live matches x its history -> joined gold rows.
 
-    Each live match loads its own access range RA = [start - before, start) and detects
-    every archive match in it (LLAA).
+    Each live match gets its own access range RA = [start - before, start) and every
+    archive match in it is found (LLAA). All ranges of the bucket go through the engine in
+    one call: the range's rows are copied under a key unique to the live match, so the
+    archive query's PARTITION BY separates the ranges.
     """
     detected_ts = pd.Timestamp(detected).tz_localize(None)
     before = pd.Timedelta(query.before)
+    key = query.key
 
     def run(live: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:
-        compiled = _compiled(query.archive)
+        columns = schemas.columns("gold.complex_events")
+        if live.empty or history.empty:
+            return pd.DataFrame([], columns=columns)
+        live = live.reset_index(drop=True)
+        ranges = live[["key", "live_start"]].rename(columns={"key": key})
+        ranges["_live"] = ranges.index
+        expanded = history.drop(columns=[BUCKET]).merge(ranges, on=key)
+        expanded = expanded[(expanded["event_time"] >= expanded["live_start"] - before)
+                            & (expanded["event_time"] < expanded["live_start"])]
+        expanded = expanded.assign(**{key: expanded["_live"].astype(str)})
+        expanded = expanded.drop(columns=["live_start"]).reset_index(drop=True)
         rows = []
-        for item in live.itertuples(index=False):
-            lo, hi = item.live_start - before, item.live_start
-            in_range = history[(history["event_time"] >= lo) & (history["event_time"] < hi)]
-            in_range = in_range.reset_index(drop=True)
-            for match in compiled.find_matches(in_range):
-                picked = in_range.iloc[list(match.rows)]
-                archive_ids = picked["event_id"].tolist()
-                live_ids = list(item.live_ids)
-                rows.append({
-                    "query_id": query.id,
-                    "query_version": query.version,
-                    "match_id": match_id(query.id, live_ids, archive_ids),
-                    "partition_key": item.key,
-                    "match_number": match.match_number,
-                    "start_time": min(picked["event_time"].min(), item.live_start),
-                    "end_time": item.live_end,
-                    "measures": {**dict(item.live_measures), **_measures(match.measures)},
-                    "live_event_ids": live_ids,
-                    "archive_event_ids": archive_ids,
-                    "history_version": version,
-                    "strategy": "lazy",
-                    "probability": None,
-                    "detection_time": detected_ts,
-                    "detection_latency_ms": _ms(detected_ts - item.live_ingest),
-                    "batch_id": batch_id,
-                })
-        return pd.DataFrame(rows, columns=schemas.columns("gold.complex_events"))
+        for match in _compiled(query.archive).find_matches(expanded):
+            item = live.iloc[int(match.partition[0])]
+            picked = expanded.iloc[list(match.rows)]
+            archive_ids = picked["event_id"].tolist()
+            live_ids = list(item["live_ids"])
+            rows.append({
+                "query_id": query.id,
+                "query_version": query.version,
+                "match_id": match_id(query.id, live_ids, archive_ids),
+                "partition_key": item["key"],
+                "match_number": match.match_number,
+                "start_time": min(picked["event_time"].min(), item["live_start"]),
+                "end_time": item["live_end"],
+                "measures": {**dict(item["live_measures"]), **_measures(match.measures)},
+                "live_event_ids": live_ids,
+                "archive_event_ids": archive_ids,
+                "history_version": version,
+                "strategy": "lazy",
+                "probability": None,
+                "detection_time": detected_ts,
+                "detection_latency_ms": _ms(detected_ts - item["live_ingest"]),
+                "batch_id": batch_id,
+            })
+        return pd.DataFrame(rows, columns=columns)
 
     return run
 
 
+def _bucketed(frame, keys: Sequence[str], buckets: int):  # noqa: ANN001, ANN202
+    from pyspark.sql import functions as F
+
+    bucket = F.pmod(F.hash(*keys), F.lit(buckets)) if keys else F.lit(0)
+    return frame.withColumn(BUCKET, bucket)
+
+
 def detect(spark, queries: Sequence[QueryDefinition], new_events, history, version: int,  # noqa: ANN001
-           batch_id: int, detected: datetime):  # noqa: ANN201 - DataFrame of gold rows
-    """Gold rows of every query for one batch of ``new_events`` over ``history``."""
+           batch_id: int, detected: datetime, buckets: int = 8):  # noqa: ANN201 - DataFrame
+    """Gold rows of every query for one batch of ``new_events`` over ``history``.
+
+    Keys are hashed into ``buckets`` groups; each group is one engine call.
+    """
     from pyspark.sql import functions as F
 
     new_events = new_events.select(*ENGINE_COLUMNS)
@@ -189,23 +222,23 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
             keys = _compiled(query.query).partition_by
             touched = new_events.select(*keys).distinct()
             scope = history.join(touched, list(keys), "left_semi") if keys else history
-            grouped = scope.groupBy(*keys) if keys else scope.groupBy(F.lit(1))
             results.append(
-                grouped.applyInPandas(pattern_matcher(query, version, batch_id, detected), GOLD_DDL)
+                _bucketed(scope, keys, buckets).groupBy(BUCKET).applyInPandas(
+                    pattern_matcher(query, version, batch_id, detected), GOLD_DDL)
             )
         else:
-            live = new_events.groupBy(query.key).applyInPandas(live_matcher(query), LIVE_DDL)
-            live = live.withColumnRenamed("key", query.key).persist()
+            live = _bucketed(new_events, [query.key], buckets).groupBy(BUCKET).applyInPandas(
+                live_matcher(query), LIVE_DDL)
             before = F.expr(f"INTERVAL {int(query.before.total_seconds())} SECONDS")
-            bounds = live.groupBy(query.key).agg(
+            bounds = live.groupBy(F.col("key").alias(query.key)).agg(
                 (F.min("live_start") - before).alias("_lo"),
                 F.max("live_start").alias("_hi"),
             )
             scope = history.join(bounds, query.key).where(
                 (F.col("event_time") >= F.col("_lo")) & (F.col("event_time") < F.col("_hi"))
             ).drop("_lo", "_hi")
-            joined = live.withColumnRenamed(query.key, "key").groupBy("key").cogroup(
-                scope.groupBy(query.key)
+            joined = live.groupBy(BUCKET).cogroup(
+                _bucketed(scope, [query.key], buckets).groupBy(BUCKET)
             ).applyInPandas(archive_joiner(query, version, batch_id, detected), GOLD_DDL)
             results.append(joined)
     out = results[0]
@@ -240,7 +273,8 @@ def run(spark, settings: Settings, *, continuous: bool = False,  # noqa: ANN001
     def each_batch(batch, batch_id: int) -> None:  # noqa: ANN001
         version = silver.version()
         detected = datetime.now(UTC)
-        rows = detect(spark, queries, batch, silver.as_of(version), version, batch_id, detected)
+        rows = detect(spark, queries, batch, silver.as_of(version), version, batch_id, detected,
+                      buckets=settings.spark_shuffle_partitions * 2)
         rows = rows.persist()
         try:
             merge_into_gold(spark, settings, rows)
