@@ -16,6 +16,7 @@ import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
 from . import ast
 from . import patterns as P
+from .consumption import consume
 from .errors import QueryError
 from .expressions import (
     ExprCompiler,
@@ -29,9 +30,12 @@ from .expressions import (
     to_python,
     walk,
 )
+from .extensions import check_extensions
 from .matcher import Conditions, Matcher, RawMatch, SkipPolicy, Window
 from .parser import parse
 from .vectorized import evaluate_condition
+
+TIMED_OUT = "timed_out"  # the marker column of EMIT TIMEOUTS
 
 
 @dataclass(frozen=True)
@@ -49,11 +53,17 @@ class Match:
     rows: tuple[int, ...]
     labels: tuple[str, ...]
     measures: dict[str, Any]
+    timed_out: bool = False  # EMIT TIMEOUTS: a partial match cut off by the window
 
 
-def compile_query(query: str) -> CompiledQuery:
-    """Parse and check ``query`` once; the result runs over any number of DataFrames."""
-    return CompiledQuery(query)
+def compile_query(query: str, engine: str | None = None) -> CompiledQuery:
+    """Parse and check ``query`` once; the result runs over any number of DataFrames.
+
+    ``engine``: 'auto' (default: the fast path of :mod:`cep_core.fast` when the query is
+    eligible, see ``CompiledQuery.engine``/``.plan``), 'fast' (raise ``ValueError`` if not
+    eligible) or 'general'; the environment variable ``LAKECEP_CEP_ENGINE`` sets the
+    default."""
+    return CompiledQuery(query, engine=engine)
 
 
 def match_recognize(query: str, tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
@@ -73,7 +83,7 @@ def match_recognize(query: str, tables: Mapping[str, pd.DataFrame]) -> pd.DataFr
 class CompiledQuery:
     """A parsed, checked MATCH_RECOGNIZE query (see :func:`compile_query`)."""
 
-    def __init__(self, query: str):
+    def __init__(self, query: str, engine: str | None = None):
         self.text = query
         self.tree = parse(query)
         self.match = self.tree.match
@@ -82,6 +92,11 @@ class CompiledQuery:
         except QueryError as err:
             raise err.with_query(query) from None
         self._bound: dict[tuple[str, ...], _Bound] = {}
+        from .fast import plan_fast
+
+        self._fast, self.plan = plan_fast(self, engine)
+        #: 'fast' or 'general': which matcher ``find_matches``/``run`` use.
+        self.engine = "general" if self._fast is None else "fast"
 
     # ------------------------------------------------------------------ description
     @property
@@ -159,6 +174,7 @@ class CompiledQuery:
         if m.rows_per_match == "ALL UNMATCHED" and _has_exclusion(m.pattern):
             raise QueryError("pattern exclusion {- -} cannot be used with ALL ROWS PER MATCH "
                              "WITH UNMATCHED ROWS", 1, 1)
+        check_extensions(m)
         names: set[str] = set()
         for me in m.measures:
             if me.name.lower() in names:
@@ -216,6 +232,10 @@ class CompiledQuery:
         key then match number. Empty matches are included, with ``rows == ()``."""
         bound = self._bind(df)
         try:
+            if self._fast is not None:
+                found = self._fast.find_matches(bound, df)
+                if found is not None:
+                    return found
             return bound.find_matches(df)
         except QueryError as err:
             raise err.with_query(self.text) from None
@@ -224,6 +244,10 @@ class CompiledQuery:
         """The query's result over ``df`` (as :func:`match_recognize` returns it)."""
         bound = self._bind(df)
         try:
+            if self._fast is not None:
+                table = self._fast.run(bound, df)
+                if table is not None:
+                    return table
             return bound.run(df)
         except QueryError as err:
             raise err.with_query(self.text) from None
@@ -376,6 +400,7 @@ class _Bound:
         matcher = Matcher(q.program, Conditions(local, self.dependent), self.skip, window,
                           report_unmatched=m.rows_per_match == "ALL UNMATCHED", starts=starts,
                           selection=m.selection)
+        matcher.emit_timeouts = m.emit_timeouts
         return matcher, st
 
     def _partitions(self, df: pd.DataFrame) -> tuple[
@@ -386,7 +411,11 @@ class _Bound:
         result = []
         for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
             key = tuple(to_python(c.iat[lo]) for c in pcols)
-            result.append(_Partition(key, lo, hi, matcher.partition(st, lo, hi)))
+            if self.q.match.consumption is not None:
+                found = consume(matcher, st, lo, hi, self.q.match.consumption)
+            else:
+                found = matcher.partition(st, lo, hi)
+            result.append(_Partition(key, lo, hi, found))
         return work, positions, st, result
 
     def _measures_at(self, st: MatchState, match: RawMatch, upto: int) -> list[Any]:
@@ -413,7 +442,8 @@ class _Bound:
                         if not x]
                 out.append(Match(part.key, mt.number, tuple(int(positions[r]) for r, _ in kept),
                                  tuple(names[v] for _, v in kept),
-                                 dict(zip(self.measure_names, values, strict=True))))
+                                 dict(zip(self.measure_names, values, strict=True)),
+                                 mt.timed_out))
         return out
 
     def run(self, df: pd.DataFrame) -> pd.DataFrame:
@@ -432,12 +462,18 @@ class _Bound:
             st.lo, st.hi = part.lo, part.hi
             for mt in part.matches:
                 records.append([*part.key, *self._measures_at(st, mt, len(mt.rows))])
+                if self.q.match.emit_timeouts:
+                    records[-1].append(mt.timed_out)
         names = [*self.partition_cols, *self.measure_names]
+        if self.q.match.emit_timeouts:
+            names.append(TIMED_OUT)
         if not records:
             data = {c: work[c].iloc[:0] for c in self.partition_cols}
             frame = pd.DataFrame(data).reset_index(drop=True)
             for name in self.measure_names:
                 frame[name] = pd.Series([], dtype=object)
+            if self.q.match.emit_timeouts:
+                frame[TIMED_OUT] = pd.Series([], dtype=bool)
             return frame
         if not names:
             return pd.DataFrame(index=range(len(records)))
@@ -448,6 +484,7 @@ class _Bound:
         mode = self.q.match.rows_per_match
         take: list[int] = []
         measure_rows: list[list[Any]] = []
+        timed_out: list[bool] = []
         nothing = [None] * len(self.measures)
         for part in parts:
             st.lo, st.hi = part.lo, part.hi
@@ -455,6 +492,7 @@ class _Bound:
                 if mt.unmatched:
                     take.append(mt.start)
                     measure_rows.append(nothing)
+                    timed_out.append(False)
                     continue
                 if not mt.rows:
                     if mode == "ALL OMIT":
@@ -462,12 +500,14 @@ class _Bound:
                     # An empty match is shown as its start row with measures over no rows.
                     take.append(mt.start)
                     measure_rows.append(self._measures_at(st, mt, 0))
+                    timed_out.append(False)
                     continue
                 for i, (row, excluded) in enumerate(zip(mt.rows, mt.excluded, strict=True)):
                     if excluded:
                         continue
                     take.append(row)
                     measure_rows.append(self._measures_at(st, mt, i + 1))
+                    timed_out.append(mt.timed_out)
         lead = list(dict.fromkeys(self.partition_cols + self.order_cols))
         rest = [c for c in work.columns if c not in lead]
         base = work.iloc[take].reset_index(drop=True)
@@ -475,6 +515,8 @@ class _Bound:
         for j, name in enumerate(self.measure_names):
             values = [r[j] for r in measure_rows]
             out[name] = pd.Series(values, dtype=object if not values else None)
+        if self.q.match.emit_timeouts:
+            out[TIMED_OUT] = pd.Series(timed_out, dtype=bool)
         for c in rest:
             out[c] = base[c]
         return out

@@ -171,6 +171,15 @@ class Exclusion(Pattern):
 
 
 @dataclass(frozen=True)
+class Negation(Pattern):
+    """lakecep extension ``NOT var`` inside PATTERN: no row satisfying ``var`` may occur
+    between the neighbouring terms (or, at the end, within the WITHIN window)."""
+
+    var: str
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
 class Permute(Pattern):
     items: tuple[Pattern, ...]
     pos: Pos = _pos()
@@ -248,6 +257,11 @@ class MatchRecognize:
     # lakecep extension: 'STRICT' (the standard: consecutive rows), 'NEXT' or 'ANY'
     # (SASE's skip-till-next-match / skip-till-any-match).
     selection: str = "STRICT"
+    # lakecep extensions: a consumption mode ('RECENT', 'FIRST', 'CHRONICLE', 'CUMULATIVE',
+    # 'CONTINUOUS'; None: the standard's backtracking search) and EMIT TIMEOUTS.
+    consumption: str | None = None
+    emit_timeouts: bool = False
+    consumption_pos: Pos = _pos()  # where CONSUMPTION / EMIT TIMEOUTS (would) start
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,13 @@ DEFINE conditions come in two parts per variable: a precomputed boolean array ov
 for the conjuncts that only look at the current row, and a closure for the conjuncts that
 look at the match so far (navigation, aggregates, other variables), evaluated with RUNNING
 semantics on the partial match extended by the candidate row.
+
+lakecep extensions handled here: SKIP TILL NEXT/ANY MATCH (a LABEL scans ahead for its
+row), negation (``NEG`` puts variables on a guard that the next scanning LABEL checks on
+each row it skips; a guard still pending at ACCEPT is a trailing negation, checked over the
+rest of the WITHIN window) and EMIT TIMEOUTS (the longest partial path that the window or
+the end of the partition cut off is kept in ``Matcher.timeout``). Consumption modes do not
+backtrack and live in :mod:`cep_core.consumption`.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ class RawMatch:
     labels: list[int] = field(default_factory=list)
     excluded: list[bool] = field(default_factory=list)
     unmatched: bool = False
+    timed_out: bool = False  # EMIT TIMEOUTS: a partial match cut off by the WITHIN window
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,10 @@ class Matcher:
         self.skip = skip
         self.window = window
         self.report_unmatched = report_unmatched
+        # EMIT TIMEOUTS: the longest partial path of the last attempt that the WITHIN
+        # window (or the end of the partition) cut off, as (rows, labels, excluded).
+        self.emit_timeouts = False
+        self.timeout: tuple[list[int], list[int], list[bool]] | None = None
 
     def partition(self, st: MatchState, lo: int, hi: int) -> list[RawMatch]:
         """All matches in rows ``lo..hi-1``, in order, numbered from 1."""
@@ -126,7 +138,14 @@ class Matcher:
                     break
                 start = candidates[k]
             st.match_number = number + 1  # what MATCH_NUMBER() in DEFINE sees
+            self.timeout = None
             found = self._match_at(st, start, lo, hi)
+            if found is None and self.timeout is not None:
+                number += 1
+                t_rows, t_labels, t_excluded = self.timeout
+                out.append(RawMatch(start, number, t_rows, t_labels, t_excluded, timed_out=True))
+                start += 1
+                continue
             if found is None:
                 if self.report_unmatched and start >= covered:
                     out.append(RawMatch(start, 0, unmatched=True))
@@ -164,8 +183,9 @@ class Matcher:
         pos = start
         excl = 0
         slots: list[int] = [-1] * self.program.slots
-        stack: list[tuple[int, int, int, int, list[int]]] = []
+        stack: list[tuple[int, int, int, int, list[int], tuple[int, ...]]] = []
         scanning = self.selection != "STRICT"
+        guard: tuple[int, ...] = ()  # negated variables (NOT v) pending before the next row
         while True:
             ins = code[pc]
             op = ins[0]
@@ -175,53 +195,73 @@ class Matcher:
                 v = ins[1]
                 r = pos
                 taken = False
+                cut = False  # stopped by the window or the end of the partition
                 while r < hi:
                     if window is not None:
                         t = order[r]
                         if t0 is None or t is None or sign * (t - t0) > limit:
+                            cut = True
                             break
+                    negated: bool | None = None
+                    if guard and self.selection == "ANY":
+                        # A row of a negated variable may not be skipped over, so taking a
+                        # later row instead of this one is no alternative.
+                        negated = self._negated(st, guard, r, local, dependent, flags)
                     if self._accepts(st, v, r, local, dependent, flags, excl > 0):
-                        if self.selection == "ANY":
-                            stack.append((pc, r + 1, len(rows) - 1, excl, slots))
+                        if self.selection == "ANY" and not negated:
+                            stack.append((pc, r + 1, len(rows) - 1, excl, slots, guard))
                         pos = r + 1
                         pc += 1
                         taken = True
+                        guard = ()
+                        break
+                    if guard and (self._negated(st, guard, r, local, dependent, flags)
+                                  if negated is None else negated):
                         break
                     r += 1
                 if taken:
                     continue
-                if r >= hi and self.open:
-                    self._touch(start, hi)
+                if r >= hi:
+                    cut = True
+                    if self.open:
+                        self._touch(start, hi)
+                if cut and self.emit_timeouts:
+                    self._record_timeout(rows, labels, flags)
             elif op == P.LABEL:
                 if pos < hi:
                     v = ins[1]
                     loc = local[v]
-                    if loc is None or loc[pos]:
+                    in_window = True
+                    if window is not None:
+                        t = order[pos]
+                        in_window = t0 is not None and t is not None and sign * (t - t0) <= limit
+                        if not in_window and rows and self.emit_timeouts:
+                            self._record_timeout(rows, labels, flags)
+                    if in_window and (loc is None or loc[pos]):
+                        rows.append(pos)
+                        labels.append(v)
+                        flags.append(excl > 0)
                         ok = True
-                        if window is not None:
-                            t = order[pos]
-                            ok = t0 is not None and t is not None and sign * (t - t0) <= limit
+                        dep = dependent[v]
+                        if dep is not None:
+                            st.upto = len(rows)
+                            ok = dep(st) is True
+                            if not ok:
+                                rows.pop()
+                                labels.pop()
+                                flags.pop()
+                                st.epoch += 1
                         if ok:
-                            rows.append(pos)
-                            labels.append(v)
-                            flags.append(excl > 0)
-                            dep = dependent[v]
-                            if dep is not None:
-                                st.upto = len(rows)
-                                ok = dep(st) is True
-                                if not ok:
-                                    rows.pop()
-                                    labels.pop()
-                                    flags.pop()
-                                    st.epoch += 1
-                            if ok:
-                                pos += 1
-                                pc += 1
-                                continue
+                            pos += 1
+                            pc += 1
+                            guard = ()
+                            continue
                 elif self.open:
                     self._touch(start, hi)
+                elif rows and self.emit_timeouts:
+                    self._record_timeout(rows, labels, flags)
             elif op == P.SPLIT:
-                stack.append((ins[2], pos, len(rows), excl, slots))
+                stack.append((ins[2], pos, len(rows), excl, slots, guard))
                 pc = ins[1]
                 continue
             elif op == P.JUMP:
@@ -254,13 +294,19 @@ class Matcher:
                 excl -= 1
                 pc += 1
                 continue
+            elif op == P.NEG:
+                guard = (*guard, ins[1])
+                pc += 1
+                continue
             elif op == P.ACCEPT:
-                return rows, labels, flags
+                if not guard or self._trailing_ok(st, guard, start, pos, hi, local, dependent,
+                                                  flags):
+                    return rows, labels, flags
             # The current path failed: resume the most recent untried alternative.
             # (Also reached from LABEL/anchor/PROGRESS checks that did not pass.)
             if not stack:
                 return None
-            pc, pos, size, excl, slots = stack.pop()
+            pc, pos, size, excl, slots, guard = stack.pop()
             if size < len(rows):
                 del rows[size:]
                 del labels[size:]
@@ -287,6 +333,48 @@ class Matcher:
                 st.epoch += 1
                 return False
         return True
+
+    def _negated(self, st: MatchState, guard: tuple[int, ...], r: int,
+                 local: list[np.ndarray | None], dependent: list[Fn | None],
+                 flags: list[bool]) -> bool:
+        """True if row ``r`` satisfies one of the negated variables in ``guard`` (its DEFINE
+        evaluated as if ``r`` were mapped to it after the rows matched so far)."""
+        for g in guard:
+            if self._accepts(st, g, r, local, dependent, flags, False):
+                st.rows.pop()
+                st.labels.pop()
+                flags.pop()
+                st.epoch += 1
+                return True
+        return False
+
+    def _trailing_ok(self, st: MatchState, guard: tuple[int, ...], start: int, pos: int,
+                     hi: int, local: list[np.ndarray | None], dependent: list[Fn | None],
+                     flags: list[bool]) -> bool:
+        """Trailing negation ``... NOT v``: no row after the match and inside the WITHIN
+        window (measured from the match's first row) satisfies ``v``. The window has
+        passed when a later row lies beyond it, or at the end of the input."""
+        window = self.window
+        assert window is not None  # checked when the query is compiled
+        order = window.order
+        t0 = order[start]
+        sign = -1 if window.descending else 1
+        r = pos
+        while r < hi:
+            t = order[r]
+            if t0 is None or (t is not None and sign * (t - t0) > window.limit):
+                return True
+            if t is not None and self._negated(st, guard, r, local, dependent, flags):
+                return False
+            r += 1
+        if self.open:
+            self._touch(start, hi)
+        return True
+
+    def _record_timeout(self, rows: list[int], labels: list[int], flags: list[bool]) -> None:
+        best = self.timeout
+        if best is None or len(rows) > len(best[0]):
+            self.timeout = (rows.copy(), labels.copy(), flags.copy())
 
     def _touch(self, start: int, hi: int) -> None:
         """The attempt from ``start`` wanted a row past ``hi``: its outcome is not final,

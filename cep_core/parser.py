@@ -19,6 +19,7 @@ _RESERVED = {
 }
 _CLAUSES = ("PARTITION BY", "ORDER BY", "MEASURES", "ONE ROW PER MATCH", "ALL ROWS PER MATCH",
             "AFTER MATCH SKIP", "PATTERN", "SUBSET", "DEFINE")
+_CONSUMPTION_MODES = ("RECENT", "FIRST", "CHRONICLE", "CUMULATIVE", "CONTINUOUS")
 _INTERVAL_UNITS = {"SECOND", "MINUTE", "HOUR", "DAY"}
 _COMPARISONS = {"=", "<>", "!=", "<", "<=", ">", ">="}
 
@@ -192,6 +193,11 @@ class _Parser:
         if self._match_kw("WITHIN"):
             within = self._parse_within()
         selection = self._parse_selection()
+        consumption: str | None = None
+        consumption_pos = self._pos()
+        if self._match_kw("CONSUMPTION"):
+            consumption = self._parse_consumption()
+        emit_timeouts = self._match_kw("EMIT", "TIMEOUTS")
         subsets: tuple[ast.Subset, ...] = ()
         defines: tuple[ast.Define, ...] = ()
         if self._match_kw("SUBSET"):
@@ -201,7 +207,18 @@ class _Parser:
         if not self._is_sym(")"):
             raise self._unexpected_clause()
         return ast.MatchRecognize(partition_by, order_by, measures, rows, skip, pattern, within,
-                                  subsets, defines, rows_written, skip_written, selection)
+                                  subsets, defines, rows_written, skip_written, selection,
+                                  consumption, emit_timeouts, consumption_pos)
+
+    def _parse_consumption(self) -> str:
+        """lakecep extension: ``CONSUMPTION RECENT | FIRST | CHRONICLE | CUMULATIVE |
+        CONTINUOUS``."""
+        tok = self.tok
+        if tok.upper in _CONSUMPTION_MODES:
+            self._advance()
+            return tok.upper
+        raise self._error(f"expected one of {', '.join(_CONSUMPTION_MODES)} after CONSUMPTION, "
+                          f"found {tok.describe()}")
 
     def _parse_selection(self) -> str:
         """lakecep extension: ``SKIP TILL NEXT MATCH`` / ``SKIP TILL ANY MATCH``."""
@@ -222,6 +239,10 @@ class _Parser:
         tok = self.tok
         if tok.kind is Kind.EOF:
             return self._error("expected ')' to close MATCH_RECOGNIZE, found end of query")
+        if tok.upper in ("WITHIN", "SKIP", "CONSUMPTION", "EMIT"):
+            return self._error(f"{tok.describe()} is out of place; the lakecep extensions "
+                               "follow PATTERN (...) in the order WITHIN, SKIP TILL ... MATCH, "
+                               "CONSUMPTION, EMIT TIMEOUTS", tok)
         for clause in _CLAUSES:
             words = clause.split()
             if self._is_kw(*words[:1]):
@@ -349,7 +370,7 @@ class _Parser:
         if tok.kind is Kind.QUOTED:
             return True
         if tok.kind is Kind.IDENT:
-            return tok.upper not in _RESERVED or tok.upper == "PERMUTE"
+            return tok.upper not in _RESERVED or tok.upper in ("PERMUTE", "NOT")
         return tok.kind is Kind.SYMBOL and tok.text in ("(", "{-", "^", "$")
 
     def _parse_quantified(self) -> ast.Pattern:
@@ -426,6 +447,13 @@ class _Parser:
             return ast.Anchor("^", pos)
         if self._match_sym("$"):
             return ast.Anchor("$", pos)
+        if tok.kind is Kind.IDENT and tok.upper == "NOT":
+            # lakecep extension: negation of a single variable
+            self._advance()
+            name, _ = self._parse_var_name()
+            if self.tok.kind is Kind.SYMBOL and self.tok.text in ("*", "+", "?", "{"):
+                raise self._error("a negated variable (NOT var) cannot be quantified")
+            return ast.Negation(name, pos)
         if tok.upper == "PERMUTE":
             self._advance()
             self._expect_sym("(", "after PERMUTE")

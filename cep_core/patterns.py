@@ -30,6 +30,7 @@ EXCLUDE_OFF = 6
 SAVE = 7  # (SAVE, slot): remember the position at the start of a loop iteration
 PROGRESS = 8  # (PROGRESS, slot): fail unless a row was consumed since SAVE
 ACCEPT = 9
+NEG = 10  # (NEG, var_index): lakecep negation; no row of var until the next LABEL consumes
 
 MAX_PROGRAM = 200_000
 MAX_PERMUTE = 7
@@ -53,6 +54,8 @@ def pattern_variables(pattern: ast.Pattern) -> list[str]:
     def walk(p: ast.Pattern) -> None:
         if isinstance(p, ast.Var):
             seen.setdefault(p.name, None)
+        elif isinstance(p, ast.Negation):
+            seen.setdefault(p.var, None)
         elif isinstance(p, ast.Concat | ast.Alternation | ast.Permute):
             for item in p.items:
                 walk(item)
@@ -67,7 +70,7 @@ def can_be_empty(p: ast.Pattern) -> bool:
     """True if the pattern can match zero rows."""
     if isinstance(p, ast.Var):
         return False
-    if isinstance(p, ast.Anchor):
+    if isinstance(p, ast.Anchor | ast.Negation):
         return True
     if isinstance(p, ast.Concat | ast.Permute):
         return all(can_be_empty(i) for i in p.items)
@@ -117,6 +120,8 @@ class _Builder:
     def emit_pattern(self, p: ast.Pattern) -> None:
         if isinstance(p, ast.Var):
             self._emit(LABEL, self.index[p.name])
+        elif isinstance(p, ast.Negation):
+            self._emit(NEG, self.index[p.var])
         elif isinstance(p, ast.Anchor):
             self.has_anchors = True
             self._emit(BEGIN if p.kind == "^" else END)
@@ -198,7 +203,7 @@ def first_variables(p: ast.Pattern) -> set[str]:
     """Variables that can map the first row of a non-empty match of ``p``."""
     if isinstance(p, ast.Var):
         return {p.name}
-    if isinstance(p, ast.Anchor):
+    if isinstance(p, ast.Anchor | ast.Negation):
         return set()
     if isinstance(p, ast.Concat | ast.Permute):
         # For PERMUTE any item can come first; for a concatenation, items up to and

@@ -95,6 +95,10 @@ def _match(m: ast.MatchRecognize) -> str:
         pattern += f" WITHIN {_expr(m.within)}"
     if m.selection != "STRICT":
         pattern += f" SKIP TILL {m.selection} MATCH"
+    if m.consumption is not None:
+        pattern += f" CONSUMPTION {m.consumption}"
+    if m.emit_timeouts:
+        pattern += " EMIT TIMEOUTS"
     lines.append(pattern)
     if m.subsets:
         lines.append("SUBSET " + ", ".join(
@@ -121,6 +125,8 @@ def _pattern(p: ast.Pattern) -> str:
         return f"({_pattern(p.body)})"
     if isinstance(p, ast.Exclusion):
         return f"{{- {_pattern(p.body)} -}}"
+    if isinstance(p, ast.Negation):
+        return f"NOT {_var(p.var)}"
     if isinstance(p, ast.Permute):
         return "PERMUTE(" + ", ".join(_pattern(i) for i in p.items) + ")"
     if isinstance(p, ast.Quantified):

@@ -52,6 +52,16 @@ def lookback(compiled: CompiledQuery) -> int:
     return reach
 
 
+def _check_streamable(compiled: CompiledQuery) -> None:
+    """Reject the lakecep extensions that incremental matching does not implement yet."""
+    m = compiled.match
+    if m.consumption is not None:
+        what = f"CONSUMPTION {m.consumption}"
+        raise QueryError(f"{what} is not supported by IncrementalMatcher yet; run the query "
+                         "in batch (match_recognize / CompiledQuery.find_matches)",
+                         *m.consumption_pos, query=compiled.text)
+
+
 class IncrementalMatcher:
     """Match a query over a stream of batches (ONE ROW PER MATCH results as Match objects).
 
@@ -62,6 +72,7 @@ class IncrementalMatcher:
 
     def __init__(self, query: str | CompiledQuery, store: PartialMatchStore | None = None):
         self.compiled = query if isinstance(query, CompiledQuery) else compile_query(query)
+        _check_streamable(self.compiled)
         self.store = store or PartialMatchStore()
         self.fed = 0
         self.late_rows = 0
@@ -187,14 +198,18 @@ class IncrementalMatcher:
             matcher.touched_end = False
             st.touched_end = False
             st.match_number = state.matches + 1
+            matcher.timeout = None
             found = matcher._match_at(st, start, lo, hi)
             if matcher.touched_end or st.touched_end:
                 break  # wait for more rows
+            timed_out = found is None and matcher.timeout is not None
+            if found is None and matcher.timeout is not None:
+                found = matcher.timeout  # EMIT TIMEOUTS: a partial match cut off by the window
             if found is None:
                 start += 1
                 continue
             rows, labels, excluded = found
-            raw = RawMatch(start, state.matches + 1, rows, labels, excluded)
+            raw = RawMatch(start, state.matches + 1, rows, labels, excluded, timed_out=timed_out)
             values = bound._measures_at(st, raw, len(rows))
             if st.touched_end:
                 break
@@ -202,6 +217,6 @@ class IncrementalMatcher:
             kept = [(r, v) for r, v, x in zip(rows, labels, excluded, strict=True) if not x]
             out.append(Match(key, raw.number, tuple(int(ids[r]) for r, _ in kept),
                              tuple(names[v] for _, v in kept),
-                             dict(zip(bound.measure_names, values, strict=True))))
-            start = bound.skip.next_start(raw)
+                             dict(zip(bound.measure_names, values, strict=True)), timed_out))
+            start = start + 1 if timed_out else bound.skip.next_start(raw)
         return min(start, hi)

@@ -1,0 +1,196 @@
+"""The fast path (cep_core.fast) against the general matcher: same matches, rows, measures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cep_core
+from cep_core import QueryError
+
+QUANTIFIERS = ["", "", "+", "*", "?", "+?", "*?", "??", "{2}", "{1,3}", "{0,2}?", "{2,}"]
+CONDITIONS = [
+    "v > PREV(v)", "v < PREV(v)", "v >= 2", "v <= NEXT(v)", "PREV(v, 2) < v",
+    "{var}.v > 1", "v = 0 OR v IS NULL", "s = 'x'", "v BETWEEN 1 AND 3",
+    "v + PREV(v) > 2 AND NEXT(v, 0) <> 1", "PREV({var}.v) IS NULL", "v % 2 = 0",
+]
+MEASURES = [
+    "FIRST(A.v) AS fa", "LAST(B.ts, 1) AS lb", "COUNT(*) AS n", "COUNT(A.*) AS na",
+    "MATCH_NUMBER() AS mn", "CLASSIFIER() AS cl", "A.ts AS at", "v AS lv", "s AS ls",
+    "FIRST(ts, 2) AS f2", "LAST(C.s) AS lcs", "FIRST(B.v, 1) AS fb1",
+]
+SLOW_MEASURES = ["SUM(v) AS total", "LAST(A.v) - FIRST(v) AS d", "PREV(LAST(B.v)) AS pb"]
+
+
+def _query(items: list[tuple[str, str]], defines: dict[str, str], measures: list[str],
+           skip: str, partition: bool) -> str:
+    pattern = " ".join(f"{v}{q}" for v, q in items)
+    define = ", ".join(f"{v} AS {c.format(var=v)}" for v, c in defines.items())
+    return (
+        "SELECT * FROM t MATCH_RECOGNIZE ("
+        + ("PARTITION BY p " if partition else "")
+        + "ORDER BY ts "
+        + (f"MEASURES {', '.join(measures)} " if measures else "")
+        + f"ONE ROW PER MATCH AFTER MATCH SKIP {skip} PATTERN ({pattern})"
+        + (f" DEFINE {define}" if define else "") + ")")
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[str, pd.DataFrame]:
+    n_items = draw(st.integers(1, 4))
+    items = [(draw(st.sampled_from("ABC")), draw(st.sampled_from(QUANTIFIERS)))
+             for _ in range(n_items)]
+    used = sorted({v for v, _ in items})
+    defines = {v: draw(st.sampled_from(CONDITIONS)) for v in used if draw(st.booleans())}
+    def ok(m: str) -> bool:
+        return all(f"{x}." not in m for x in "ABC" if x not in used)
+
+    pool = [m for m in MEASURES if ok(m)]
+    measures = draw(st.lists(st.sampled_from(pool), max_size=4, unique=True))
+    slow = [m for m in SLOW_MEASURES if ok(m)]
+    if slow and draw(st.integers(0, 5)) == 0:
+        measures.append(draw(st.sampled_from(slow)))
+    skip = draw(st.sampled_from(
+        ["PAST LAST ROW", "TO NEXT ROW"]
+        + [f"TO {k} {v}" for v in used for k in ("FIRST", "LAST")]))
+    partition = draw(st.booleans())
+    n = draw(st.integers(0, 40))
+    values = draw(st.lists(st.one_of(st.integers(0, 4), st.none()) if draw(st.booleans())
+                           else st.integers(0, 4), min_size=n, max_size=n))
+    df = pd.DataFrame({
+        "p": draw(st.lists(st.sampled_from(["k1", "k2", "k3"]), min_size=n, max_size=n)),
+        "ts": draw(st.lists(st.integers(0, 30), min_size=n, max_size=n)),
+        "v": pd.Series(values, dtype="float64" if None in values else "int64"),
+        "s": draw(st.lists(st.sampled_from(["x", "y"]), min_size=n, max_size=n)),
+    })
+    return _query(items, defines, measures, skip, partition), df
+
+
+def _outcome(q: cep_core.CompiledQuery, df: pd.DataFrame) -> tuple[object, object]:
+    try:
+        return q.find_matches(df), q.run(df)
+    except QueryError as err:
+        return ("error", err.message), None
+
+
+def _assert_same(text: str, df: pd.DataFrame) -> None:
+    fast = cep_core.compile_query(text)
+    general = cep_core.compile_query(text, engine="general")
+    assert fast.engine == "fast", fast.plan
+    assert general.engine == "general"
+    f_matches, f_frame = _outcome(fast, df)
+    g_matches, g_frame = _outcome(general, df)
+    assert f_matches == g_matches
+    if g_frame is not None:
+        assert isinstance(f_frame, pd.DataFrame) and isinstance(g_frame, pd.DataFrame)
+        pd.testing.assert_frame_equal(f_frame, g_frame)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_fast_path_equals_general_matcher(case: tuple[str, pd.DataFrame]) -> None:
+    _assert_same(*case)
+
+
+STOCK = """SELECT * FROM ticks MATCH_RECOGNIZE (PARTITION BY symbol ORDER BY ts
+  MEASURES STRT.ts AS start_ts, LAST(DOWN.ts) AS bottom_ts, LAST(UP.ts) AS end_ts,
+           STRT.price AS start_price, LAST(DOWN.price) AS bottom_price,
+           LAST(UP.price) AS end_price, COUNT(*) AS n
+  ONE ROW PER MATCH AFTER MATCH SKIP {skip}
+  PATTERN (STRT DOWN+ UP+)
+  DEFINE DOWN AS price < PREV(price), UP AS price > PREV(price))"""
+
+
+@pytest.mark.parametrize("skip", ["PAST LAST ROW", "TO NEXT ROW", "TO LAST DOWN",
+                                  "TO FIRST UP"])
+def test_stock_ticks_shape(skip: str) -> None:
+    rng = np.random.default_rng(7)
+    n = 5000
+    df = pd.DataFrame({
+        "symbol": np.array(["AAA", "BBB", "CCC", "DDD"])[rng.integers(0, 4, n)],
+        "ts": pd.Timestamp("2024-01-02") + pd.to_timedelta(np.arange(n), unit="s"),
+        "price": np.round(100 + rng.standard_normal(n).cumsum(), 1)})
+    _assert_same(STOCK.format(skip=skip), df.sample(frac=1, random_state=1))
+
+
+@pytest.mark.parametrize("dtype", ["int64", "float64", "Int64", "datetime64[ns]",
+                                   "datetime64[us]", "datetime64[ns, UTC]", "object", "bool",
+                                   "category"])
+def test_measure_and_key_dtypes(dtype: str) -> None:
+    raw = [3, 1, 2, 2, 5, 0, 4, 4, 1, 3]
+    if dtype.startswith("datetime"):
+        col = pd.Series(pd.to_datetime(raw, unit="h")).astype(dtype.replace(", UTC", ""))
+        if "UTC" in dtype:
+            col = col.dt.tz_localize("UTC")
+    elif dtype == "object":
+        col = pd.Series([f"x{r}" for r in raw], dtype=object)
+    elif dtype == "bool":
+        col = pd.Series([r % 2 == 0 for r in raw])
+    else:
+        col = pd.Series(raw).astype(dtype)
+    df = pd.DataFrame({"k": col, "ts": range(10), "v": [3, 1, 2, 2, 5, 0, 4, 4, 1, 3],
+                       "w": col})
+    text = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES "
+            "FIRST(A.w) AS fw, LAST(B.w) AS lb, C.w AS cw PATTERN (A B? C*) "
+            "DEFINE B AS v > PREV(v), C AS v < 4)")
+    _assert_same(text, df)
+    _assert_same(text.replace("PARTITION BY k ", ""), df)
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("PATTERN (A | B) DEFINE A AS v > 1", "concatenation"),
+    ("PATTERN (A B) WITHIN 5 DEFINE A AS v > 1", "WITHIN"),
+    ("PATTERN (A B+) DEFINE B AS v > A.v", "reads variable A"),
+    ("PATTERN (A B+) DEFINE B AS v > FIRST(B.v)", "FIRST"),
+    ("PATTERN (A B+) DEFINE B AS SUM(B.v) < 10", "SUM"),
+    ("PATTERN (A B+) DEFINE B AS v > PREV(A.v)", "PREV of variable A"),
+    ("PATTERN (A B+) DEFINE B AS CLASSIFIER() = 'B'", "CLASSIFIER"),
+    ("PATTERN ((A B)+)", "concatenation"),
+    ("PATTERN (^ A B)", "concatenation"),
+    ("PATTERN (A {- B -} C)", "concatenation"),
+    ("PATTERN (PERMUTE(A, B))", "concatenation"),
+    ("PATTERN (A B) SKIP TILL NEXT MATCH", "SKIP TILL"),
+])
+def test_ineligible_queries_fall_back(text: str, reason: str) -> None:
+    q = cep_core.compile_query(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts {text})")
+    assert q.engine == "general"
+    assert reason in q.plan
+    with pytest.raises(ValueError, match="fast path cannot"):
+        cep_core.compile_query(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts {text})",
+                               engine="fast")
+
+
+def test_all_rows_per_match_falls_back() -> None:
+    q = cep_core.compile_query("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL ROWS PER "
+                               "MATCH PATTERN (A B))")
+    assert q.engine == "general"
+
+
+def test_engine_choice_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts PATTERN (A B+) DEFINE B AS v > PREV(v))"
+    assert cep_core.compile_query(text).engine == "fast"
+    assert cep_core.compile_query(text, engine="general").engine == "general"
+    monkeypatch.setenv("LAKECEP_CEP_ENGINE", "general")
+    assert cep_core.compile_query(text).engine == "general"
+    assert cep_core.compile_query(text, engine="fast").engine == "fast"
+    with pytest.raises(ValueError, match="engine must be"):
+        cep_core.compile_query(text, engine="turbo")
+
+
+def test_condition_errors_use_the_general_path() -> None:
+    # Comparing a string with a number is an error the general matcher reports only for
+    # rows it evaluates; the fast path then defers to it.
+    df = pd.DataFrame({"ts": [1, 2, 3], "v": ["a", "b", "c"]})
+    text = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n "
+            "PATTERN (A B) DEFINE A AS v = 'z', B AS v > PREV(v) + 1)")
+    _assert_same(text, df)
+
+
+def test_empty_input_and_no_matches() -> None:
+    text = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES "
+            "FIRST(A.v) AS fa PATTERN (A B+) DEFINE B AS v > PREV(v))")
+    _assert_same(text, pd.DataFrame({"p": [], "ts": [], "v": []}))
+    _assert_same(text, pd.DataFrame({"p": [1, 1, 2], "ts": [1, 2, 3], "v": [3, 2, 1]}))
