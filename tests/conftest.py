@@ -1,14 +1,25 @@
-"""Shared fixtures. One Spark session per test session (``spark``), lake under a temp dir."""
+"""Shared fixtures.
+
+- ``spark``: the test session's only SparkSession (lake under a temp ``LAKECEP_HOME``);
+- ``airflow_env``: an isolated Airflow home (SQLite) migrated once per session; every
+  Airflow CLI call made by the tests uses it, never the developer's ``.lakecep/airflow``;
+- ``pipeline_run``: one real ``airflow dags test lakecep_pipeline`` over generated data,
+  shared by the DAG and end-to-end tests.
+"""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from lakecep_testing import clean_env, lakecep_python, run_airflow
 
 REPO = Path(__file__).resolve().parent.parent
+DAGS = REPO / "dags"
 
 
 @pytest.fixture(scope="session")
@@ -34,3 +45,58 @@ def spark(settings) -> Iterator[object]:  # noqa: ANN001
     session = get_spark("lakecep-tests", settings)
     yield session
     session.stop()
+
+
+# --- Airflow ---------------------------------------------------------------------------
+
+
+
+@pytest.fixture(scope="session")
+def base_env() -> dict[str, str]:
+    """The caller's environment minus AIRFLOW*/LAKECEP_* (tests add their own)."""
+    return clean_env()
+
+
+@pytest.fixture(scope="session")
+def airflow_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Environment of an isolated, migrated Airflow home (SQLite, LocalExecutor, repo dags/)."""
+    home = tmp_path_factory.mktemp("airflow_home")
+    env = clean_env()
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+            "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
+            "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "120",
+            "LAKECEP_PYTHON_BIN": lakecep_python(),
+        }
+    )
+    started = time.monotonic()
+    result = run_airflow(env, "db", "migrate", timeout=300)
+    assert result.returncode == 0, (
+        f"airflow db migrate failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
+    print(f"\nairflow db migrate took {time.monotonic() - started:.1f}s ({home})")
+    return env
+
+
+@pytest.fixture(scope="session")
+def pipeline_run(airflow_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Generate 2,000 events and run ``airflow dags test lakecep_pipeline`` once."""
+    lake_home = tmp_path_factory.mktemp("dags_test_lakecep_home")
+    env = {**airflow_env, "LAKECEP_HOME": str(lake_home)}
+    python = env["LAKECEP_PYTHON_BIN"]
+    generate = subprocess.run(
+        [python, "-m", "lakecep.cli", "generate", "--events", "2000", "--seed", "7"],
+        env=env, cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert generate.returncode == 0, f"lakecep generate failed:\n{generate.stderr[-3000:]}"
+    started = time.monotonic()
+    result = run_airflow(env, "dags", "test", "lakecep_pipeline", "2026-01-01T00:00:00+00:00",
+                         timeout=1800)
+    elapsed = time.monotonic() - started
+    print(f"\nairflow dags test lakecep_pipeline took {elapsed:.1f}s")
+    return {"env": env, "lake_home": lake_home, "result": result, "seconds": elapsed}

@@ -1,19 +1,19 @@
-"""End to end through Airflow: ``airflow dags test lakecep_pipeline`` runs the real jobs.
+"""End to end: generate data, run the real DAG with ``airflow dags test``, then check that
+every task succeeded, nothing was lost (landed = bronze = silver + duplicates + quarantine,
+matching the generator's counts), gold equals the generator's ground truth exactly, and
+the quality step wrote its results and Data Docs.
 
-Isolated Airflow home (session fixture ``airflow_env``) and an isolated LAKECEP_HOME with a
-small generated data set. Afterwards the run and all four task instances must be
-``success`` in Airflow's DB and the Delta tables must exist.
+Fixtures (tests/conftest.py): ``pipeline_run`` (one DAG run over 2,000 generated events in
+an isolated LAKECEP_HOME and Airflow home).
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+from lakecep_testing import json_rows, run_airflow
 
 from lakecep.config import load_settings
 
@@ -23,50 +23,6 @@ REPO = Path(__file__).resolve().parents[2]
 DAG_ID = "lakecep_pipeline"
 TASKS = ["bronze", "silver", "gold", "quality"]
 LOGICAL_DATE = "2026-01-01T00:00:00+00:00"
-
-
-def _airflow(
-    env: dict[str, str], *args: str, timeout: float = 300
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "airflow", *args],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def _json_rows(output: str) -> list[dict]:
-    """The JSON array the ``-o json`` CLI prints (Airflow's log/warning lines go to stdout too)."""
-    for line in reversed(output.splitlines()):
-        if line.startswith("[{") or line.strip() == "[]":
-            return json.loads(line)
-    raise AssertionError(f"no JSON array in the CLI output:\n{output[-3000:]}")
-
-
-@pytest.fixture(scope="module")
-def pipeline_run(airflow_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict:
-    lake_home = tmp_path_factory.mktemp("dags_test_lakecep_home")
-    env = {**airflow_env, "LAKECEP_HOME": str(lake_home)}
-    python = env["LAKECEP_PYTHON_BIN"]
-
-    generate = subprocess.run(
-        [python, "-m", "lakecep.cli", "generate", "--events", "2000", "--seed", "7"],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert generate.returncode == 0, f"lakecep generate failed:\n{generate.stderr[-3000:]}"
-
-    started = time.monotonic()
-    result = _airflow(env, "dags", "test", DAG_ID, LOGICAL_DATE, timeout=1800)
-    elapsed = time.monotonic() - started
-    print(f"\nairflow dags test {DAG_ID} took {elapsed:.1f}s")
-    return {"env": env, "lake_home": lake_home, "result": result, "seconds": elapsed}
 
 
 def test_dags_test_exits_zero(pipeline_run: dict) -> None:
@@ -82,16 +38,16 @@ def test_dags_test_exits_zero(pipeline_run: dict) -> None:
 
 def test_run_and_tasks_succeeded(pipeline_run: dict) -> None:
     env = pipeline_run["env"]
-    runs = _airflow(env, "dags", "list-runs", DAG_ID, "-o", "json")
+    runs = run_airflow(env, "dags", "list-runs", DAG_ID, "-o", "json")
     assert runs.returncode == 0, runs.stderr[-3000:]
-    rows = _json_rows(runs.stdout)
+    rows = json_rows(runs.stdout)
     assert len(rows) == 1, rows
     run = rows[0]
     assert run["state"] == "success", run
 
-    states = _airflow(env, "tasks", "states-for-dag-run", DAG_ID, run["run_id"], "-o", "json")
+    states = run_airflow(env, "tasks", "states-for-dag-run", DAG_ID, run["run_id"], "-o", "json")
     assert states.returncode == 0, states.stderr[-3000:]
-    by_task = {row["task_id"]: row["state"] for row in _json_rows(states.stdout)}
+    by_task = {row["task_id"]: row["state"] for row in json_rows(states.stdout)}
     assert by_task == dict.fromkeys(TASKS, "success")
 
 
@@ -104,3 +60,32 @@ def test_delta_tables_exist(pipeline_run: dict) -> None:
     assert (settings.table_path("silver.events") / "_delta_log").is_dir()
     assert (settings.table_path("gold.complex_events") / "_delta_log").is_dir()
     assert (settings.table_path("gold.quality_results") / "_delta_log").is_dir()
+
+
+def test_nothing_lost_and_gold_equals_ground_truth(pipeline_run: dict, spark) -> None:  # noqa: ANN001
+    from jobs.status import lake_status
+
+    settings = load_settings({"LAKECEP_HOME": str(pipeline_run["lake_home"])})
+    truth = json.loads((settings.truth_dir / "truth.json").read_text())
+    status = lake_status(spark, settings)
+    names = {check.name for check in status.checks}
+    assert {"landed = bronze", "bronze = silver + duplicates + quarantine",
+            "silver/duplicates/quarantine = generator's counts",
+            "gold rfid_abc = ground truth", "gold rfid_transit = ground truth"} <= names
+    assert status.ok, str(status)
+    assert status.counts["landing (lines)"] == truth["counts"]["lines_written"]
+    # The data really exercised the hard cases.
+    assert truth["counts"]["duplicates"] > 0
+    assert sum(truth["counts"]["rejected_by_reason_code"].values()) > 0
+    assert len(truth["rfid_abc"]) > 50 and len(truth["rfid_transit"]) > 50
+
+
+def test_quality_results_and_data_docs(pipeline_run: dict, spark) -> None:  # noqa: ANN001
+    from jobs.tables import LakeTable
+
+    settings = load_settings({"LAKECEP_HOME": str(pipeline_run["lake_home"])})
+    rows = LakeTable(spark, settings, "gold.quality_results").read().collect()
+    tables = {row.table_name for row in rows}
+    assert {"bronze.events", "silver.events", "gold.complex_events"} <= tables
+    assert all(row.run_id.startswith("manual__") for row in rows)
+    assert (settings.reports / "data_docs" / "index.html").is_file()
