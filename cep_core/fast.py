@@ -43,7 +43,7 @@ import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
 from . import ast
 from .errors import QueryError
-from .expressions import AGGREGATES, NAVIGATION, SPECIAL, MatchState, Scope, walk
+from .expressions import SCALAR_FUNCTIONS, MatchState, Scope, walk
 from .matcher import RawMatch
 from .vectorized import evaluate_condition
 
@@ -189,6 +189,8 @@ def _items(p: ast.Pattern, index: dict[str, int]) -> list[_Item] | None:
 def _define_problem(cond: ast.Expr, var: str) -> str | None:
     """Why ``cond`` (DEFINE of ``var``) cannot be evaluated over the whole table at once."""
     for node in _walk_outside_nav(cond):
+        if not isinstance(node, _ROW_NODES):
+            return f"{type(node).__name__} expression"
         if isinstance(node, ast.Star):
             return "COUNT(*)-style reference"
         if isinstance(node, ast.Column) and node.var not in (None, var):
@@ -198,17 +200,22 @@ def _define_problem(cond: ast.Expr, var: str) -> str | None:
                 if len(node.args) > 1 and not _offset_ok(node.args[1]):
                     return f"{node.name} offset is not a constant"
                 for inner in walk(node.args[0]):
-                    if isinstance(inner, ast.Call) and (
-                            inner.name in NAVIGATION or inner.name in AGGREGATES
-                            or inner.name in SPECIAL):
+                    if not isinstance(inner, _ROW_NODES):
+                        return f"{type(inner).__name__} expression inside {node.name}"
+                    if isinstance(inner, ast.Call) and inner.name not in SCALAR_FUNCTIONS:
                         return f"{inner.name} inside {node.name}"
                     if isinstance(inner, ast.Column) and inner.var not in (None, var):
                         return f"{node.name} of variable {inner.var}"
                     if isinstance(inner, ast.Star):
                         return "COUNT(*)-style reference"
-            elif node.name in NAVIGATION or node.name in AGGREGATES or node.name in SPECIAL:
+            elif node.name not in SCALAR_FUNCTIONS:
                 return f"uses {node.name}"
     return None
+
+
+# Expression nodes whose value depends on the current row only (given row-local children).
+_ROW_NODES = (ast.Literal, ast.IntervalLiteral, ast.TimestampLiteral, ast.Column, ast.Unary,
+              ast.Binary, ast.IsNull, ast.Between, ast.InList, ast.Case, ast.Call)
 
 
 def _offset_ok(arg: ast.Expr) -> bool:

@@ -70,31 +70,47 @@ def _measures(values: dict[str, Any]) -> dict[str, str | None]:
     return {name.lower(): _text(value) for name, value in values.items()}
 
 
-def _ms(delta: pd.Timedelta) -> int | None:
-    return None if pd.isna(delta) else int(delta / pd.Timedelta(milliseconds=1))
+class _Rows:
+    """Per-row lineage columns of one frame as plain lists, so that gathering a match's
+    sub-events costs list indexing, not a pandas ``iloc`` per match."""
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        self.ids: list[str] = frame["event_id"].tolist()
+        self.times = frame["event_time"].to_numpy("datetime64[ns]").view("int64").tolist()
+        self.ingest = frame["ingest_time"].to_numpy("datetime64[ns]").view("int64").tolist()
+
+    def gather(self, rows: Sequence[int]) -> tuple[list[str], int | None, int | None, int | None]:
+        """Event ids, first and last event time, newest ingest time (ns) of ``rows``."""
+        if not rows:
+            return [], None, None, None
+        times = [self.times[i] for i in rows]
+        return ([self.ids[i] for i in rows], min(times), max(times),
+                max(self.ingest[i] for i in rows))
 
 
-def _gold_row(query_id: str, version_text: str, match, picked: pd.DataFrame,  # noqa: ANN001
-              history_version: int, batch_id: int, detected: pd.Timestamp) -> dict[str, Any]:
-    ids = picked["event_id"].tolist()
-    return {
-        "query_id": query_id,
-        "query_version": version_text,
-        "match_id": match_id(query_id, ids),
-        "partition_key": "|".join(str(v) for v in match.partition),
-        "match_number": match.match_number,
-        "start_time": picked["event_time"].min() if ids else pd.NaT,
-        "end_time": picked["event_time"].max() if ids else pd.NaT,
-        "measures": _measures(match.measures),
-        "live_event_ids": ids,
-        "archive_event_ids": [],
-        "history_version": history_version,
-        "strategy": "batch",
-        "probability": None,
-        "detection_time": detected,
-        "detection_latency_ms": _ms(detected - picked["ingest_time"].max()) if ids else None,
-        "batch_id": batch_id,
-    }
+def _frame(columns: dict[str, list[Any]], detected: pd.Timestamp) -> pd.DataFrame:
+    """Gold rows from column lists; time columns given as int ns (None for missing)."""
+    for name in ("start_time", "end_time"):
+        columns[name] = pd.to_datetime(pd.array(columns[name], dtype="Int64"), unit="ns")
+    latency = pd.array(columns.pop("_ingest"), dtype="Int64")
+    columns["detection_latency_ms"] = (detected.value - latency) // 1_000_000
+    columns["detection_time"] = pd.to_datetime([detected] * len(latency))
+    return _data_frame(columns)[schemas.columns("gold.complex_events")]
+
+
+def _data_frame(columns: dict[str, Any]) -> pd.DataFrame:
+    """Like ``pd.DataFrame(columns)``, but empty list columns stay ``object`` (pandas would
+    make them float64, which Arrow cannot turn into Spark's map and array types)."""
+    return pd.DataFrame({
+        name: pd.Series(values, dtype=object) if isinstance(values, list) and not values
+        else values
+        for name, values in columns.items()
+    })
+
+
+def _empty_columns() -> dict[str, list[Any]]:
+    names = [*schemas.columns("gold.complex_events"), "_ingest"]
+    return {n: [] for n in names if n not in ("detection_time", "detection_latency_ms")}
 
 
 def pattern_matcher(
@@ -110,12 +126,26 @@ def pattern_matcher(
 
     def run(frame: pd.DataFrame) -> pd.DataFrame:
         frame = frame.drop(columns=[BUCKET]).reset_index(drop=True)
-        rows = [
-            _gold_row(query.id, query.version, match, frame.iloc[list(match.rows)],
-                      version, batch_id, detected_ts)
-            for match in _compiled(query.query).find_matches(frame)
-        ]
-        return pd.DataFrame(rows, columns=schemas.columns("gold.complex_events"))
+        lineage = _Rows(frame)
+        out = _empty_columns()
+        for match in _compiled(query.query).find_matches(frame):
+            ids, start, end, ingest = lineage.gather(match.rows)
+            out["query_id"].append(query.id)
+            out["query_version"].append(query.version)
+            out["match_id"].append(match_id(query.id, ids))
+            out["partition_key"].append("|".join(str(v) for v in match.partition))
+            out["match_number"].append(match.match_number)
+            out["start_time"].append(start)
+            out["end_time"].append(end)
+            out["measures"].append(_measures(match.measures))
+            out["live_event_ids"].append(ids)
+            out["archive_event_ids"].append([])
+            out["history_version"].append(version)
+            out["strategy"].append("batch")
+            out["probability"].append(None)
+            out["batch_id"].append(batch_id)
+            out["_ingest"].append(ingest)
+        return _frame(out, detected_ts)
 
     return run
 
@@ -126,20 +156,20 @@ def live_matcher(query: LiveArchiveQuery) -> Callable[[pd.DataFrame], pd.DataFra
     def run(frame: pd.DataFrame) -> pd.DataFrame:
         bucket = int(frame[BUCKET].iloc[0]) if len(frame) else 0
         frame = frame.drop(columns=[BUCKET]).reset_index(drop=True)
-        rows = []
+        lineage = _Rows(frame)
+        out: dict[str, list[Any]] = {c.split()[0]: [] for c in LIVE_DDL.split(", ")}
         for match in _compiled(query.live).find_matches(frame):
-            picked = frame.iloc[list(match.rows)]
-            rows.append({
-                "key": str(match.partition[0]),
-                "live_start": picked["event_time"].min(),
-                "live_end": picked["event_time"].max(),
-                "live_ids": picked["event_id"].tolist(),
-                "live_measures": _measures(match.measures),
-                "live_ingest": picked["ingest_time"].max(),
-            })
-        out = pd.DataFrame(rows, columns=[c.split()[0] for c in LIVE_DDL.split(", ")[:-1]])
-        out[BUCKET] = bucket
-        return out
+            ids, start, end, ingest = lineage.gather(match.rows)
+            out["key"].append(str(match.partition[0]))
+            out["live_start"].append(start)
+            out["live_end"].append(end)
+            out["live_ids"].append(ids)
+            out["live_measures"].append(_measures(match.measures))
+            out["live_ingest"].append(ingest)
+            out[BUCKET].append(bucket)
+        for name in ("live_start", "live_end", "live_ingest"):
+            out[name] = pd.to_datetime(pd.array(out[name], dtype="Int64"), unit="ns")
+        return _data_frame(out)
 
     return run
 
@@ -159,9 +189,9 @@ def archive_joiner(
     key = query.key
 
     def run(live: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:
-        columns = schemas.columns("gold.complex_events")
+        out = _empty_columns()
         if live.empty or history.empty:
-            return pd.DataFrame([], columns=columns)
+            return _frame(out, detected_ts)
         live = live.reset_index(drop=True)
         ranges = live[["key", "live_start"]].rename(columns={"key": key})
         ranges["_live"] = ranges.index
@@ -170,31 +200,33 @@ def archive_joiner(
                             & (expanded["event_time"] < expanded["live_start"])]
         expanded = expanded.assign(**{key: expanded["_live"].astype(str)})
         expanded = expanded.drop(columns=["live_start"]).reset_index(drop=True)
-        rows = []
+        lineage = _Rows(expanded)
+        live_keys = live["key"].tolist()
+        live_ids = live["live_ids"].tolist()
+        live_start = live["live_start"].to_numpy("datetime64[ns]").view("int64").tolist()
+        live_end = live["live_end"].to_numpy("datetime64[ns]").view("int64").tolist()
+        live_ingest = live["live_ingest"].to_numpy("datetime64[ns]").view("int64").tolist()
+        live_measures = live["live_measures"].tolist()
         for match in _compiled(query.archive).find_matches(expanded):
-            item = live.iloc[int(match.partition[0])]
-            picked = expanded.iloc[list(match.rows)]
-            archive_ids = picked["event_id"].tolist()
-            live_ids = list(item["live_ids"])
-            rows.append({
-                "query_id": query.id,
-                "query_version": query.version,
-                "match_id": match_id(query.id, live_ids, archive_ids),
-                "partition_key": item["key"],
-                "match_number": match.match_number,
-                "start_time": min(picked["event_time"].min(), item["live_start"]),
-                "end_time": item["live_end"],
-                "measures": {**dict(item["live_measures"]), **_measures(match.measures)},
-                "live_event_ids": live_ids,
-                "archive_event_ids": archive_ids,
-                "history_version": version,
-                "strategy": "lazy",
-                "probability": None,
-                "detection_time": detected_ts,
-                "detection_latency_ms": _ms(detected_ts - item["live_ingest"]),
-                "batch_id": batch_id,
-            })
-        return pd.DataFrame(rows, columns=columns)
+            i = int(match.partition[0])
+            ids, start, _, _ = lineage.gather(match.rows)
+            own = list(live_ids[i])
+            out["query_id"].append(query.id)
+            out["query_version"].append(query.version)
+            out["match_id"].append(match_id(query.id, own, ids))
+            out["partition_key"].append(live_keys[i])
+            out["match_number"].append(match.match_number)
+            out["start_time"].append(live_start[i] if start is None else min(start, live_start[i]))
+            out["end_time"].append(live_end[i])
+            out["measures"].append({**dict(live_measures[i]), **_measures(match.measures)})
+            out["live_event_ids"].append(own)
+            out["archive_event_ids"].append(ids)
+            out["history_version"].append(version)
+            out["strategy"].append("lazy")
+            out["probability"].append(None)
+            out["batch_id"].append(batch_id)
+            out["_ingest"].append(live_ingest[i])
+        return _frame(out, detected_ts)
 
     return run
 

@@ -66,7 +66,9 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
             F.current_timestamp().alias("quarantine_time"),
         )
         arrival = Window.partitionBy("event_id").orderBy("ingest_time", "source_file", "line_no")
-        good = parsed.where(F.col("ok")).withColumn("_rank", F.row_number().over(arrival))
+        good = parsed.where(F.col("ok")).drop("raw").withColumn(
+            "_rank", F.row_number().over(arrival)
+        )
         existing = silver.read().select(
             "event_id",
             F.col("source_file").alias("_kept_file"),
@@ -87,11 +89,9 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
             dup_rows.withColumn("duplicate_time", F.current_timestamp()), app_id, batch_id
         )
         silver.append(new_rows.withColumn("silver_time", F.current_timestamp()), app_id, batch_id)
-        counts = {
-            "rows": parsed.count(),
-            "quarantined": parsed.where(~F.col("ok")).count(),
-        }
-        counts["valid"] = counts["rows"] - counts["quarantined"]
+        split = dict(parsed.groupBy("ok").count().collect())
+        counts = {"valid": split.get(True, 0), "quarantined": split.get(False, 0)}
+        counts["rows"] = counts["valid"] + counts["quarantined"]
         log(f"{QUERY}: batch {batch_id}: {counts['rows']} bronze rows, "
             f"{counts['quarantined']} quarantined")
         return counts

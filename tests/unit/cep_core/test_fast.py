@@ -153,6 +153,8 @@ def test_measure_and_key_dtypes(dtype: str) -> None:
     ("PATTERN (A {- B -} C)", "concatenation"),
     ("PATTERN (PERMUTE(A, B))", "concatenation"),
     ("PATTERN (A B) SKIP TILL NEXT MATCH", "SKIP TILL"),
+    ("PATTERN (A NOT B C) SKIP TILL NEXT MATCH", "SKIP TILL"),
+    ("PATTERN (A B C) WITHIN 5 EMIT TIMEOUTS", "WITHIN"),
 ])
 def test_ineligible_queries_fall_back(text: str, reason: str) -> None:
     q = cep_core.compile_query(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts {text})")
