@@ -36,6 +36,14 @@ def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
         events=args.events,
         seed=args.seed,
         lines_per_file=args.lines_per_file,
+        rate_per_hour=args.rate_per_hour,
+        mean_transit_hours=args.mean_transit_hours,
+        duplicate_share=args.duplicate_share,
+        malformed_share=args.malformed_share,
+        missing_share=args.missing_share,
+        wrong_type_share=args.wrong_type_share,
+        late_share=args.late_share,
+        out_of_order_share=args.out_of_order_share,
         overwrite=args.clean,
         progress=progress,
     )
@@ -117,6 +125,20 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--events", type=int, default=20_000, help="approximate number of lines")
     gen.add_argument("--seed", type=int, default=7, help="random seed (same seed, same files)")
     gen.add_argument("--lines-per-file", type=int, default=5_000, help="lines per landing file")
+    gen.add_argument("--rate-per-hour", type=float, default=100.0,
+                     help="Poisson rate of tags entering at reader A (tags/hour)")
+    gen.add_argument("--mean-transit-hours", type=float, default=3.0,
+                     help="mean time between consecutive readers")
+    for share, default, what in (
+        ("duplicate", 0.02, "extra copies of already-sent events (same event_id)"),
+        ("malformed", 0.005, "lines that are not valid JSON"),
+        ("missing", 0.005, "events with a required field missing"),
+        ("wrong-type", 0.005, "events with a field of the wrong type"),
+        ("late", 0.02, "events that arrive several files late"),
+        ("out-of-order", 0.03, "events shuffled within their file"),
+    ):
+        gen.add_argument(f"--{share}-share", type=float, default=default,
+                         help=f"share of {what} (default {default})")
     gen.add_argument("--clean", action="store_true",
                      help="replace generated files already in the landing folder")
     gen.set_defaults(func=cmd_generate)

@@ -1,0 +1,52 @@
+"""The lakecep command line, without Spark: help, generate, configuration errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lakecep.cli import build_parser, main
+
+
+def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("generate", "run", "sql", "status"):
+        with pytest.raises(SystemExit) as done:
+            main([command, "--help"])
+        assert done.value.code == 0
+        assert f"usage: lakecep {command}" in capsys.readouterr().out
+
+
+def test_generate_writes_files_truth_and_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LAKECEP_HOME", str(tmp_path))
+    code = main(["generate", "--events", "1200", "--lines-per-file", "500",
+                 "--duplicate-share", "0.1", "--seed", "3"])
+    assert code == 0
+    files = sorted((tmp_path / "landing/events").glob("*.jsonl"))
+    lines = sum(len(f.read_text().splitlines()) for f in files)
+    truth = json.loads((tmp_path / "landing/_truth/truth.json").read_text())
+    assert len(files) == 3 and lines == truth["counts"]["lines_written"]
+    assert truth["params"]["duplicate_share"] == 0.1
+    assert f"generated {lines} lines in 3 files" in capsys.readouterr().out
+    # A second run refuses to mix data sets unless asked to replace them.
+    assert main(["generate", "--events", "100"]) == 1
+    assert main(["generate", "--events", "100", "--clean"]) == 0
+
+
+def test_bad_configuration_is_reported_with_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LAKECEP_HOME", str(tmp_path))
+    monkeypatch.setenv("LAKECEP_MAX_LINE_BYTES", "lots")
+    assert main(["status"]) == 2
+    err = capsys.readouterr().err
+    assert "configuration error" in err and "LAKECEP_MAX_LINE_BYTES" in err
+
+
+def test_run_rejects_unknown_job() -> None:
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args(["run", "platinum"])
+    assert done.value.code == 2
