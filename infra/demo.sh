@@ -21,10 +21,17 @@ else
 fi
 
 step "Running the lakecep_pipeline DAG (airflow dags test)"
-airflow dags test lakecep_pipeline "$(date -u +%Y-%m-%dT%H:%M:%S+00:00)" >"$AIRFLOW_HOME/dags-test.log" 2>&1 &
-pid=$!
-tail -n +1 -f "$AIRFLOW_HOME/dags-test.log" --pid "$pid" | grep --line-buffered -E '\[lakecep\]|==> |Marking task|state=|ERROR|error:' || true
-wait "$pid" || { echo "the DAG run failed; full log: $AIRFLOW_HOME/dags-test.log" >&2; exit 1; }
+# The full log goes to a file; the job's progress lines are shown as they come.
+set +e
+airflow dags test lakecep_pipeline "$(date -u +%Y-%m-%dT%H:%M:%S+00:00)" 2>&1 |
+  tee "$AIRFLOW_HOME/dags-test.log" |
+  { grep --line-buffered -E '\[lakecep\]|==> |finished \(exit|Marking task|ERROR|error:' || true; }
+dag_status=${PIPESTATUS[0]}
+set -e
+if [ "$dag_status" -ne 0 ]; then
+  echo "the DAG run failed (exit $dag_status); full log: $AIRFLOW_HOME/dags-test.log" >&2
+  exit 1
+fi
 
 step "Lake status"
 lakecep status --strict
