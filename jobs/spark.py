@@ -71,7 +71,11 @@ def get_spark(app_name: str = "lakecep", settings: Settings | None = None) -> Sp
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
         .config("spark.sql.warehouse.dir", str(settings.home / "warehouse"))
-        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={settings.home}")
+        .config(
+            "spark.driver.extraJavaOptions",
+            f"-Dderby.system.home={settings.home} "
+            f"-Dlog4j.configurationFile=file:{ROOT / 'infra' / 'log4j2.properties'}",
+        )
     )
     jars = [j for j in settings.spark_jars.split(",") if j] or _maven_jars() or _ivy_jars()
     if jars:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from collections.abc import Sequence
@@ -82,8 +83,17 @@ def cmd_sql(args: argparse.Namespace, settings: Settings) -> int:
 
     spark = _spark(settings, "lakecep-sql")
     try:
-        register_tables(spark, settings)
-        frame = spark.sql(args.query)
+        registered = register_tables(spark, settings)
+        # PySpark also logs failed queries as JSON; the error below says it once, clearly.
+        logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
+        try:
+            frame = spark.sql(args.query)
+        except Exception as exc:
+            if "TABLE_OR_VIEW_NOT_FOUND" not in str(exc):
+                raise
+            known = ", ".join(registered) or "none yet (run `lakecep run all` first)"
+            raise LookupError(f"{str(exc).splitlines()[0]}\ntables under {settings.lake}: "
+                              f"{known}") from None
         if args.format == "table":
             frame.show(args.limit, truncate=args.truncate)
         else:
@@ -199,7 +209,8 @@ def _is_user_error(exc: Exception) -> bool:
     from lakecep.queries import QueryDefinitionError
 
     names = {"QueryError"}
-    return isinstance(exc, ConfigError | QueryDefinitionError) or type(exc).__name__ in names
+    return (isinstance(exc, ConfigError | QueryDefinitionError | LookupError)
+            or type(exc).__name__ in names)
 
 
 if __name__ == "__main__":
