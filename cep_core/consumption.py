@@ -42,49 +42,87 @@ Instance = tuple[list[int], list[int]]  # rows (ascending) and their variable in
 def consume(matcher: Matcher, st: MatchState, lo: int, hi: int, mode: str) -> list[RawMatch]:
     """All matches of one partition (rows ``lo..hi-1``) under consumption ``mode``."""
     st.lo, st.hi = lo, hi
-    k = len(matcher.program.variables)
-    local = matcher.conditions.local
-    dependent = matcher.conditions.dependent
-    window = matcher.window
-    stages: list[list[Instance]] = [[] for _ in range(k)]  # stage 0 is unused
+    consumer = Consumer(matcher, st, mode)
     out: list[RawMatch] = []
-
-    def accepts(inst: Instance, v: int, r: int) -> Instance | None:
-        st.rows = inst[0].copy()
-        st.labels = inst[1].copy()
-        st.epoch += 1
-        flags = [False] * len(st.rows)
-        if not matcher._accepts(st, v, r, local, dependent, flags, False):
-            return None
-        return st.rows, st.labels
-
-    def deliver(inst: Instance, s: int) -> bool:
-        if s == k:
-            number = len(out) + 1
-            out.append(RawMatch(inst[0][0], number, inst[0], inst[1], [False] * len(inst[0])))
-            st.match_number = number + 1
-            return True
-        stage = stages[s]
-        if mode == "RECENT":
-            stage[:] = [inst]
-        elif mode == "FIRST":
-            if stage:
-                return False
-            stage.append(inst)
-        elif mode == "CUMULATIVE" and stage:
-            merged = sorted(zip(stage[0][0] + inst[0], stage[0][1] + inst[1], strict=True))
-            stage[0] = ([r for r, _ in merged], [v for _, v in merged])
-        else:
-            stage.append(inst)
-        return True
-
-    st.match_number = 1
-    sign = -1 if window is not None and window.descending else 1
     for r in range(lo, hi):
+        out.extend(consumer.step(r))
+    return out
+
+
+class Consumer:
+    """The open instances of one partition, advanced one row at a time.
+
+    ``stages[j]`` (``j = 1..k-1``) holds the open instances of stage ``j`` in row
+    coordinates of the current :class:`MatchState`; ``emitted`` counts the matches emitted
+    so far (the next one gets number ``emitted + 1``). Incremental matching
+    (:mod:`cep_core.streaming`) keeps a consumer's state between batches: it saves
+    :meth:`snapshot` before a row and restores it if the row's outcome depended on rows
+    that have not arrived yet.
+    """
+
+    def __init__(self, matcher: Matcher, st: MatchState, mode: str,
+                 stages: list[list[Instance]] | None = None, emitted: int = 0):
+        self.matcher = matcher
+        self.st = st
+        self.mode = mode
+        self.k = len(matcher.program.variables)
+        self.stages: list[list[Instance]] = (
+            stages if stages is not None else [[] for _ in range(self.k)])  # stage 0 unused
+        self.emitted = emitted
+
+    def snapshot(self) -> tuple[list[list[Instance]], int]:
+        """The state as it is now (instances are never modified in place)."""
+        return [list(s) for s in self.stages], self.emitted
+
+    def restore(self, saved: tuple[list[list[Instance]], int]) -> None:
+        self.stages, self.emitted = [list(s) for s in saved[0]], saved[1]
+
+    def step(self, r: int) -> list[RawMatch]:
+        """Process row ``r`` (rows must come in order); return the matches it completes."""
+        matcher, st, mode, k = self.matcher, self.st, self.mode, self.k
+        local = matcher.conditions.local
+        dependent = matcher.conditions.dependent
+        window = matcher.window
+        stages = self.stages
+        out: list[RawMatch] = []
+        st.match_number = self.emitted + 1
+
+        def accepts(inst: Instance, v: int, r: int) -> Instance | None:
+            st.rows = inst[0].copy()
+            st.labels = inst[1].copy()
+            st.epoch += 1
+            flags = [False] * len(st.rows)
+            if not matcher._accepts(st, v, r, local, dependent, flags, False):
+                return None
+            return st.rows, st.labels
+
+        def deliver(inst: Instance, s: int) -> bool:
+            if s == k:
+                self.emitted += 1
+                number = self.emitted
+                out.append(RawMatch(inst[0][0], number, inst[0], inst[1],
+                                    [False] * len(inst[0])))
+                st.match_number = number + 1
+                return True
+            stage = stages[s]
+            if mode == "RECENT":
+                stage[:] = [inst]
+            elif mode == "FIRST":
+                if stage:
+                    return False
+                stage.append(inst)
+            elif mode == "CUMULATIVE" and stage:
+                merged = sorted(zip(stage[0][0] + inst[0], stage[0][1] + inst[1], strict=True))
+                stage[0] = ([r for r, _ in merged], [v for _, v in merged])
+            else:
+                stage.append(inst)
+            return True
+
+        sign = -1 if window is not None and window.descending else 1
         if window is not None:
             t = window.order[r]
             if t is None:
-                continue
+                return out
             limit = window.limit
             for j in range(1, k):
                 kept: list[Instance] = []
@@ -125,10 +163,10 @@ def consume(matcher: Matcher, st: MatchState, lo: int, hi: int, mode: str) -> li
             if used:
                 break
         if used:
-            continue
+            return out
         if mode == "FIRST" and stages[1]:
-            continue  # later initiators are ignored until the first one is consumed
+            return out  # later initiators are ignored until the first one is consumed
         base: Instance = stages[1][0] if mode == "CUMULATIVE" and stages[1] else ([], [])
         if accepts(base, 0, r) is not None:
             deliver(([r], [0]), 1)
-    return out
+        return out

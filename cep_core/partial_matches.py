@@ -3,7 +3,10 @@
 A backtracking matcher resumes a partial match by re-reading rows, so the state of a
 partition is the suffix of its rows from which a match may still start (plus the rows that
 ``PREV`` may look back at, and the last settled row, which marks where the next attempt
-starts), and the number of matches already emitted. The store keeps the buffered rows of
+starts), and the number of matches already emitted. With WITH UNMATCHED ROWS it also
+remembers how many rows from that start are covered by emitted matches (they are not
+unmatched); with CONSUMPTION it holds the open instances of each stage (their rows as
+global feed numbers, see :mod:`cep_core.consumption`). The store keeps the buffered rows of
 all partitions in one DataFrame (sorted by partition and order keys, so each feed costs one
 concatenation and one sort rather than work per key) and small per-key counters, and
 serialises to bytes so that a streaming job can checkpoint it between micro-batches.
@@ -15,23 +18,28 @@ implemented yet.
 from __future__ import annotations
 
 import pickle
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 ROW_ID = "__lakecep_row__"  # column holding each buffered row's global feed number
 
 
 @dataclass
 class PartitionState:
     """Counters of one partition key: ``matches`` emitted so far (for MATCH_NUMBER) and
-    ``trimmed`` rows dropped from its front (when non-zero, '^' can no longer match)."""
+    ``trimmed`` rows dropped from its front (when non-zero, '^' can no longer match);
+    ``covered``: how many rows from the next start row on belong to an emitted match (WITH
+    UNMATCHED ROWS); ``stages``: the open consumption instances by stage, as (feed numbers,
+    variable indices) pairs."""
 
     matches: int = 0
     trimmed: int = 0
+    covered: int = 0
+    stages: list[list[tuple[list[int], list[int]]]] = field(default_factory=list)
 
 
 class PartialMatchStore:
@@ -61,7 +69,8 @@ class PartialMatchStore:
         """Serialise (pickle: load only bytes this process or a trusted job wrote)."""
         payload = {"version": FORMAT_VERSION, "extra": extra or {}, "frame": self.frame,
                    "settled": self.settled,
-                   "partitions": {k: (s.matches, s.trimmed) for k, s in self.partitions.items()}}
+                   "partitions": {k: (s.matches, s.trimmed, s.covered, s.stages)
+                                  for k, s in self.partitions.items()}}
         return pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
@@ -78,7 +87,7 @@ class PartialMatchStore:
         store = cls()
         store.frame = payload["frame"]
         store.settled = payload["settled"]
-        for key, (matches, trimmed) in payload["partitions"].items():
-            store.partitions[key] = PartitionState(matches, trimmed)
+        for key, (matches, trimmed, covered, stages) in payload["partitions"].items():
+            store.partitions[key] = PartitionState(matches, trimmed, covered, stages)
         extra: dict[str, Any] = payload["extra"]
         return store, extra

@@ -8,7 +8,11 @@ final only if it did not depend on rows that have not arrived yet -- the matcher
 when an attempt wanted a row past the end of the buffer, unless the WITHIN window has
 already closed. ``flush`` treats the input as complete. Feeding a table in order, in any
 batch sizes, and then flushing gives the same matches as :meth:`CompiledQuery.find_matches`
-on the whole table.
+on the whole table, and ``feed_table``/``flush_table`` give the output rows of
+:meth:`CompiledQuery.run` (ONE or ALL ROWS PER MATCH; an unmatched row comes out once the
+attempt from it and all earlier attempts of its partition are final). CONSUMPTION modes
+process each row once it arrives, keeping the open instances of each partition
+(:class:`cep_core.consumption.Consumer`) in the store.
 
 >>> import pandas as pd
 >>> inc = IncrementalMatcher(
@@ -30,11 +34,14 @@ import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
 from . import ast
-from .api import CompiledQuery, Match, _Bound, compile_query
+from .api import CompiledQuery, Match, _Bound, _Partition, _select, compile_query
+from .consumption import Consumer, Instance
 from .errors import QueryError
 from .expressions import MatchState, to_python, walk
 from .matcher import Matcher, RawMatch
 from .partial_matches import ROW_ID, PartialMatchStore, PartitionState
+
+Emitted = tuple[list[Match], pd.DataFrame | None]  # matches, output rows (None: none)
 
 
 def lookback(compiled: CompiledQuery) -> int:
@@ -52,18 +59,9 @@ def lookback(compiled: CompiledQuery) -> int:
     return reach
 
 
-def _check_streamable(compiled: CompiledQuery) -> None:
-    """Reject the lakecep extensions that incremental matching does not implement yet."""
-    m = compiled.match
-    if m.consumption is not None:
-        what = f"CONSUMPTION {m.consumption}"
-        raise QueryError(f"{what} is not supported by IncrementalMatcher yet; run the query "
-                         "in batch (match_recognize / CompiledQuery.find_matches)",
-                         *m.consumption_pos, query=compiled.text)
-
-
 class IncrementalMatcher:
-    """Match a query over a stream of batches (ONE ROW PER MATCH results as Match objects).
+    """Match a query over a stream of batches: ``feed``/``flush`` return Match objects,
+    ``feed_table``/``flush_table`` the query's output rows (as ``run`` gives them).
 
     ``Match.rows`` are global feed numbers: the n-th row ever fed (0-based, counting every
     batch in order). Rows of a partition must arrive in ORDER BY order across batches;
@@ -72,28 +70,36 @@ class IncrementalMatcher:
 
     def __init__(self, query: str | CompiledQuery, store: PartialMatchStore | None = None):
         self.compiled = query if isinstance(query, CompiledQuery) else compile_query(query)
-        _check_streamable(self.compiled)
         self.store = store or PartialMatchStore()
         self.fed = 0
         self.late_rows = 0
         self._lookback = lookback(self.compiled)
+        m = self.compiled.match
+        # Only NEXT can read rows that have not arrived yet (CONSUMPTION undoes such rows).
+        self._reads_ahead = any(
+            isinstance(node, ast.Call) and node.name == "NEXT"
+            for expr in [d.condition for d in m.defines] + [me.expr for me in m.measures]
+            for node in walk(expr))
 
     # ------------------------------------------------------------------ public
     def feed(self, batch: pd.DataFrame) -> list[Match]:
         """Add a batch; return the matches that became final, by partition key."""
-        if ROW_ID in batch.columns:
-            raise ValueError(f"input column name {ROW_ID!r} is reserved")
-        self.compiled._bind(batch)  # report unknown columns against the user's columns
-        batch = batch.reset_index(drop=True).assign(
-            **{ROW_ID: np.arange(self.fed, self.fed + len(batch), dtype=np.int64)})
-        self.fed += len(batch)
-        return self._process(batch, open_=True)
+        return self._feed(batch, table=False)[0]
 
     def flush(self) -> list[Match]:
         """End of input: settle every partition and return the remaining matches."""
-        if self.store.buffered_rows() == 0:
-            return []
-        return self._process(None, open_=False)
+        return self._flush(table=False)[0]
+
+    def feed_table(self, batch: pd.DataFrame) -> pd.DataFrame:
+        """Add a batch; return the query's output rows (as :meth:`CompiledQuery.run` gives
+        them: ONE ROW or ALL ROWS PER MATCH, incl. unmatched rows) that became final."""
+        return self._table(self._feed(batch, table=True)[1], batch)
+
+    def flush_table(self) -> pd.DataFrame:
+        """End of input: the remaining output rows (see :meth:`feed_table`)."""
+        frame = self.store.frame
+        return self._table(self._flush(table=True)[1],
+                           None if frame is None else frame.drop(columns=[ROW_ID]))
 
     def buffered_rows(self) -> int:
         return self.store.buffered_rows()
@@ -119,13 +125,36 @@ class IncrementalMatcher:
         return inc
 
     # ------------------------------------------------------------------ internals
-    def _process(self, batch: pd.DataFrame | None, open_: bool) -> list[Match]:
+    def _feed(self, batch: pd.DataFrame, table: bool) -> Emitted:
+        if ROW_ID in batch.columns:
+            raise ValueError(f"input column name {ROW_ID!r} is reserved")
+        self.compiled._bind(batch)  # report unknown columns against the user's columns
+        batch = batch.reset_index(drop=True).assign(
+            **{ROW_ID: np.arange(self.fed, self.fed + len(batch), dtype=np.int64)})
+        self.fed += len(batch)
+        return self._process(batch, open_=True, want_table=table)
+
+    def _flush(self, table: bool) -> Emitted:
+        if self.store.buffered_rows() == 0:
+            return [], None
+        return self._process(None, open_=False, want_table=table)
+
+    def _table(self, table: pd.DataFrame | None, like: pd.DataFrame | None) -> pd.DataFrame:
+        """``table``, or (if nothing was emitted) an empty result with the columns an input
+        like ``like`` gives."""
+        if table is not None:
+            return table
+        if like is None:
+            return pd.DataFrame()
+        return self.compiled.run(like.iloc[:0])
+
+    def _process(self, batch: pd.DataFrame | None, open_: bool, want_table: bool) -> Emitted:
         """Merge the buffer with ``batch``, match the partitions that got new rows (all of
         them when ``open_`` is False), and keep what future matches may still need."""
         store = self.store
         frames = [f for f in (store.frame, batch) if f is not None and len(f)]
         if not frames:
-            return []
+            return [], None
         combined = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
         old_rows = store.buffered_rows()
         bound = self.compiled._bind(combined)
@@ -150,6 +179,8 @@ class IncrementalMatcher:
         reach = max(self._lookback, 1)
         pcols = [work[c] for c in bound.partition_cols]
         out: list[Match] = []
+        parts: list[_Partition] = []
+        mode = self.compiled.match.consumption
         try:
             for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
                 marks = np.flatnonzero(is_settled[lo:hi])
@@ -163,18 +194,41 @@ class IncrementalMatcher:
                     state = store.partitions[key] = PartitionState()
                 matcher.begin = lo if state.trimmed == 0 else -1
                 st.lo, st.hi = lo, hi
-                start = self._advance(bound, matcher, st, key, state, start, lo, hi, ids,
-                                      names, out)
-                cut = max(lo, start - reach)
+                part = _Partition(key, lo, hi, [])
+                if mode is not None:
+                    start, needed = self._consume(bound, matcher, st, mode, key, state, start,
+                                                  lo, hi, ids, names, out, part)
+                else:
+                    start = self._advance(bound, matcher, st, key, state, start, lo, hi, ids,
+                                          names, out, part)
+                    needed = start
+                if part.matches:
+                    parts.append(part)
+                cut = max(lo, min(start, needed) - reach)
                 keep[lo:cut] = False
                 state.trimmed += cut - lo
                 if start > lo:
                     settled[start - 1] = True
         except QueryError as err:
             raise err.with_query(self.compiled.text) from None
+        table = self._output(bound, work.drop(columns=[ROW_ID]), st, parts) if (
+            parts and want_table) else None
         store.frame = work[keep].reset_index(drop=True)
         store.settled = settled[keep]
-        return out
+        return out, table
+
+    def _output(self, bound: _Bound, work: pd.DataFrame, st: MatchState,
+                parts: list[_Partition]) -> pd.DataFrame:
+        """The output rows of the final matches (and unmatched rows) in ``parts``."""
+        st.open = False  # these matches are final: their measures no longer wait
+        try:
+            if self.compiled.match.rows_per_match == "ONE":
+                table = bound._one_row(work, st, parts)
+            else:
+                table = bound._all_rows(work, st, parts)
+            return _select(self.compiled.tree, table)
+        except QueryError as err:
+            raise err.with_query(self.compiled.text) from None
 
     @staticmethod
     def _late(bounds: list[int], is_settled: np.ndarray, is_new: np.ndarray) -> np.ndarray:
@@ -188,11 +242,20 @@ class IncrementalMatcher:
 
     def _advance(self, bound: _Bound, matcher: Matcher, st: MatchState, key: tuple[Any, ...],
                  state: PartitionState, start: int, lo: int, hi: int, ids: np.ndarray,
-                 names: list[str], out: list[Match]) -> int:
-        """Emit final matches of one partition from ``start``; return the next start."""
+                 names: list[str], out: list[Match], part: _Partition) -> int:
+        """Emit final matches of one partition from ``start``; return the next start.
+
+        A failed attempt is final like a match; with WITH UNMATCHED ROWS its start row is
+        then reported as unmatched unless an emitted match covers it (as in
+        :meth:`Matcher.partition`)."""
         starts = matcher.starts
+        unmatched = matcher.report_unmatched
+        all_rows = self.compiled.match.rows_per_match != "ONE"
+        covered = start + state.covered  # rows below this belong to an emitted match
         while start < hi:
             if starts is not None and not starts[start]:
+                if unmatched and start >= covered:
+                    part.matches.append(RawMatch(start, 0, unmatched=True))
                 start += 1
                 continue
             matcher.touched_end = False
@@ -206,17 +269,80 @@ class IncrementalMatcher:
             if found is None and matcher.timeout is not None:
                 found = matcher.timeout  # EMIT TIMEOUTS: a partial match cut off by the window
             if found is None:
+                if unmatched and start >= covered:
+                    part.matches.append(RawMatch(start, 0, unmatched=True))
                 start += 1
                 continue
             rows, labels, excluded = found
             raw = RawMatch(start, state.matches + 1, rows, labels, excluded, timed_out=timed_out)
-            values = bound._measures_at(st, raw, len(rows))
-            if st.touched_end:
+            if not self._emit(bound, st, key, raw, ids, names, out, part, all_rows):
                 break
             state.matches += 1
-            kept = [(r, v) for r, v, x in zip(rows, labels, excluded, strict=True) if not x]
-            out.append(Match(key, raw.number, tuple(int(ids[r]) for r, _ in kept),
-                             tuple(names[v] for _, v in kept),
-                             dict(zip(bound.measure_names, values, strict=True)), timed_out))
+            if not timed_out:
+                if rows:
+                    covered = max(covered, rows[-1] + 1)
+                elif unmatched:
+                    covered = max(covered, start + 1)
             start = start + 1 if timed_out else bound.skip.next_start(raw)
-        return min(start, hi)
+        start = min(start, hi)
+        state.covered = max(0, covered - start)
+        return start
+
+    @staticmethod
+    def _emit(bound: _Bound, st: MatchState, key: tuple[Any, ...], raw: RawMatch,
+              ids: np.ndarray, names: list[str], out: list[Match], part: _Partition,
+              all_rows: bool) -> bool:
+        """Compute the measures of ``raw`` and emit it, unless they read rows that have not
+        arrived yet (then return False: the match must wait)."""
+        values = bound._measures_at(st, raw, len(raw.rows))
+        if all_rows:  # RUNNING measures at each output row may read other rows
+            for i in range(len(raw.rows)):
+                bound._measures_at(st, raw, i + 1)
+        if st.touched_end:
+            return False
+        kept = [(r, v) for r, v, x in zip(raw.rows, raw.labels, raw.excluded, strict=True)
+                if not x]
+        out.append(Match(key, raw.number, tuple(int(ids[r]) for r, _ in kept),
+                         tuple(names[v] for _, v in kept),
+                         dict(zip(bound.measure_names, values, strict=True)), raw.timed_out))
+        part.matches.append(raw)
+        return True
+
+    def _consume(self, bound: _Bound, matcher: Matcher, st: MatchState, mode: str,
+                 key: tuple[Any, ...], state: PartitionState, start: int, lo: int, hi: int,
+                 ids: np.ndarray, names: list[str], out: list[Match],
+                 part: _Partition) -> tuple[int, int]:
+        """CONSUMPTION: advance the partition's open instances over rows ``start..hi-1``,
+        emitting the matches they complete. A row whose DEFINE or whose matches' MEASURES
+        read rows that have not arrived yet (NEXT) is undone and waits. Returns the next
+        row to process and the first row the open instances still use."""
+        where = {int(ids[i]): i for i in range(lo, hi)} if state.stages else {}
+        stages: list[list[Instance]] | None = [
+            [([where[x] for x in rows], list(labels)) for rows, labels in stage]
+            for stage in state.stages] or None
+        consumer = Consumer(matcher, st, mode, stages, state.matches)
+        all_rows = self.compiled.match.rows_per_match != "ONE"
+        r = start
+        careful = st.open and self._reads_ahead
+        while r < hi:
+            saved = consumer.snapshot() if careful else None
+            n_out, n_part = len(out), len(part.matches)
+            st.touched_end = False
+            found = consumer.step(r)
+            ok = not st.touched_end
+            for raw in found if ok else []:
+                if not self._emit(bound, st, key, raw, ids, names, out, part, all_rows):
+                    ok = False
+                    break
+            if not ok:
+                assert saved is not None  # st.touched_end is only set when careful
+                consumer.restore(saved)
+                del out[n_out:]
+                del part.matches[n_part:]
+                break
+            r += 1
+        state.matches = consumer.emitted
+        state.stages = [[([int(ids[x]) for x in rows], list(labels)) for rows, labels in stage]
+                        for stage in consumer.stages]
+        needed = min((inst[0][0] for stage in consumer.stages for inst in stage), default=r)
+        return r, min(needed, r)

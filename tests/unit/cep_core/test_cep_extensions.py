@@ -395,10 +395,13 @@ def test_emit_timeouts_rejects(body: str, message: str) -> None:
         cep_core.compile_query(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id {body})")
 
 
-def test_incremental_matcher_rejects_consumption_modes() -> None:
-    with pytest.raises(cep_core.QueryError, match="not supported by IncrementalMatcher"):
-        cep_core.IncrementalMatcher("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id "
-                                    "PATTERN (A B) SKIP TILL NEXT MATCH CONSUMPTION CHRONICLE)")
+def test_incremental_matcher_supports_consumption_modes() -> None:
+    inc = cep_core.IncrementalMatcher("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id "
+                                      "PATTERN (A B) SKIP TILL NEXT MATCH CONSUMPTION "
+                                      "CHRONICLE DEFINE A AS v = 'a', B AS v = 'b')")
+    assert inc.feed(pd.DataFrame({"id": [1, 2], "v": ["a", "a"]})) == []
+    assert [m.rows for m in inc.feed(pd.DataFrame({"id": [3, 4], "v": ["b", "b"]}))] == [
+        (0, 2), (1, 3)]
 
 
 # ----------------------------------------------------------------------------- streaming
