@@ -122,6 +122,27 @@ class Call(Expr):
     args: tuple[Expr, ...]
     semantics: str | None = None
     pos: Pos = _pos()
+    distinct: bool = False  # COUNT(DISTINCT x)
+
+
+@dataclass(frozen=True)
+class Cast(Expr):
+    """``CAST(operand AS type_name)``; ``type_name`` upper case, e.g. 'DECIMAL(10,2)'."""
+
+    operand: Expr
+    type_name: str
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class Like(Expr):
+    """``operand [NOT] LIKE pattern [ESCAPE escape]``."""
+
+    operand: Expr
+    pattern: Expr
+    escape: Expr | None = None
+    negated: bool = False
+    pos: Pos = _pos()
 
 
 # ----------------------------------------------------------------------------- patterns

@@ -18,8 +18,10 @@ Row pattern semantics (SQL:2016, as Trino and Oracle document them):
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -140,6 +142,10 @@ def _children(node: ast.Expr) -> list[ast.Expr]:
         return kids + ([] if node.default is None else [node.default])
     if isinstance(node, ast.Call):
         return list(node.args)
+    if isinstance(node, ast.Cast):
+        return [node.operand]
+    if isinstance(node, ast.Like):
+        return [node.operand, node.pattern] + ([] if node.escape is None else [node.escape])
     return []
 
 
@@ -229,6 +235,22 @@ def _strict(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapped
 
 
+def _substr(s: Any, start: Any, *length: Any) -> Any:
+    """SQL SUBSTR: 1-based ``start``; a negative start counts from the end (as Trino)."""
+    if _is_null(s) or _is_null(start) or any(_is_null(n) for n in length):
+        return None
+    text, begin = str(s), int(start)
+    if begin == 0 or abs(begin) > len(text):
+        return ""
+    begin = begin - 1 if begin > 0 else len(text) + begin
+    if not length:
+        return text[begin:]
+    count = int(length[0])
+    if count < 0:
+        raise ValueError(f"the length must not be negative, got {count}")
+    return text[begin:begin + count]
+
+
 SCALAR_FUNCTIONS: dict[str, tuple[int, int, Callable[..., Any]]] = {
     # name: (min args, max args, implementation)
     "ABS": (1, 1, _strict(abs)),
@@ -243,6 +265,12 @@ SCALAR_FUNCTIONS: dict[str, tuple[int, int, Callable[..., Any]]] = {
     "UPPER": (1, 1, _strict(lambda s: str(s).upper())),
     "LENGTH": (1, 1, _strict(lambda s: len(str(s)))),
     "CONCAT": (1, 64, _strict(lambda *a: "".join(str(x) for x in a))),
+    "SUBSTR": (2, 3, _substr),
+    "SUBSTRING": (2, 3, _substr),
+    "TRIM": (1, 1, _strict(lambda s: str(s).strip(" "))),
+    "LTRIM": (1, 1, _strict(lambda s: str(s).lstrip(" "))),
+    "RTRIM": (1, 1, _strict(lambda s: str(s).rstrip(" "))),
+    "REPLACE": (2, 3, _strict(lambda s, a, b="": str(s).replace(str(a), str(b)))),
     "COALESCE": (1, 64, lambda *a: next((x for x in a if not _is_null(x)), None)),
     "GREATEST": (1, 64, _strict(lambda *a: max(a))),
     "LEAST": (1, 64, _strict(lambda *a: min(a))),
@@ -492,7 +520,7 @@ class ExprCompiler:
                                  *node.pos)
         name, _ = self._arg_variable(arg, e.name, e.pos)
         var = self.scope.variable(name, e.pos)
-        return _aggregate(e.name, self._row_fn(arg, var), var, final, e.pos)
+        return _aggregate(e.name, self._row_fn(arg, var), var, final, e.pos, e.distinct)
 
 
 def _pos_of(e: ast.Expr) -> ast.Pos:
@@ -534,8 +562,9 @@ def _count_rows(var: frozenset[int] | None, final: bool) -> Fn:
 
 
 def _aggregate(name: str, row_fn: RowFn, var: frozenset[int] | None, final: bool,
-               pos: ast.Pos) -> Fn:
-    """COUNT/SUM/AVG/MIN/MAX over the visible rows of ``var`` (NULLs skipped).
+               pos: ast.Pos, distinct: bool = False) -> Fn:
+    """COUNT/SUM/AVG/MIN/MAX over the visible rows of ``var`` (NULLs skipped);
+    ``distinct`` (COUNT only): the accumulator is the set of values seen.
 
     The running state is cached per ``MatchState.epoch``, so extending a match by one row
     costs one step instead of a pass over the whole match.
@@ -556,7 +585,10 @@ def _aggregate(name: str, row_fn: RowFn, var: frozenset[int] | None, final: bool
                 if _is_null(v):
                     continue
                 n += 1
-                if acc is None:
+                if distinct:
+                    acc = set() if acc is None else acc  # grows only within an epoch
+                    acc.add(v)
+                elif acc is None:
                     acc = v
                 elif name in ("SUM", "AVG"):
                     acc = acc + v
@@ -568,7 +600,7 @@ def _aggregate(name: str, row_fn: RowFn, var: frozenset[int] | None, final: bool
             raise QueryError(f"{name}: {err}", *pos) from None
         cache[0], cache[1], cache[2], cache[3] = st.epoch, total, n, acc
         if name == "COUNT":
-            return n
+            return len(acc) if distinct and acc is not None else n
         if n == 0:
             return None
         return acc / n if name == "AVG" else acc
@@ -758,4 +790,118 @@ def _operator(e: ast.Expr) -> Callable[..., Any]:
                 i += 2
             return values[-1] if has_default else None
         return case
+    if isinstance(e, ast.Cast):
+        return _cast_fn(e.type_name, pos)
+    if isinstance(e, ast.Like):
+        return _like_fn(e.negated, e.escape is not None, pos)
     raise TypeError(f"cannot compile {e!r}")
+
+
+# ----------------------------------------------------------------------------- CAST, LIKE
+
+_TRUE_TEXT = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
+
+
+def _cast_fn(type_name: str, pos: ast.Pos) -> Callable[[Any], Any]:
+    """CAST to ``type_name``: NULL gives NULL; a value that cannot be converted raises a
+    QueryError naming the value and the type (as Trino; there is no TRY_CAST)."""
+    base = type_name.split("(")[0]
+    scale: int | None = None
+    width: int | None = None
+    if base == "VARCHAR" and "(" in type_name:
+        width = int(type_name[type_name.index("(") + 1:-1])  # longer text is cut (Trino)
+    if base == "DECIMAL" and "(" in type_name:
+        sizes = type_name[type_name.index("(") + 1:-1].split(",")
+        scale = int(sizes[1]) if len(sizes) > 1 else 0
+    elif base == "DECIMAL":
+        scale = 0  # DECIMAL alone is DECIMAL(38,0), as in Trino
+
+    def convert(v: Any) -> Any:
+        if isinstance(v, np.generic) and not isinstance(v, np.datetime64 | np.timedelta64):
+            v = v.item()
+        if base in ("BIGINT", "INTEGER", "INT"):
+            if isinstance(v, bool):
+                return int(v)
+            if isinstance(v, int):
+                return v
+            if isinstance(v, float):
+                return int(math.copysign(math.floor(abs(v) + 0.5), v))  # half away from 0
+            if isinstance(v, str):
+                return int(v.strip())
+        elif base in ("DOUBLE", "REAL", "DECIMAL"):
+            if isinstance(v, bool | int | float):
+                out = float(v)
+            elif isinstance(v, str):
+                out = float(v.strip())
+            else:
+                raise TypeError
+            return out if scale is None else _round(out, scale)
+        elif base in ("VARCHAR", "STRING"):
+            text = ("true" if v else "false") if isinstance(v, bool) else str(v)
+            return text if width is None else text[:width]
+        elif base == "BOOLEAN":
+            if isinstance(v, bool):
+                return v
+            if isinstance(v, int | float):
+                return v != 0
+            if isinstance(v, str):
+                return _TRUE_TEXT[v.strip().lower()]
+        elif base in ("TIMESTAMP", "DATE") and isinstance(v, str | pd.Timestamp):
+            stamp = pd.Timestamp(v.strip() if isinstance(v, str) else v)
+            if stamp is pd.NaT:
+                raise ValueError
+            return stamp.normalize() if base == "DATE" else stamp
+        raise TypeError
+
+    def cast(v: Any) -> Any:
+        if _is_null(v):
+            return None
+        try:
+            return convert(v)
+        except (TypeError, ValueError, KeyError, OverflowError):
+            raise QueryError(f"cannot cast {type(v).__name__} {v!r} to {type_name}",
+                             *pos) from None
+
+    return cast
+
+
+@functools.lru_cache(maxsize=256)
+def like_regex(pattern: str, escape: str | None) -> re.Pattern[str]:
+    """The regular expression for a SQL LIKE pattern (``%``: any text, ``_``: one
+    character, ``escape`` makes the next character literal). ValueError if malformed."""
+    if escape is not None and len(escape) != 1:
+        raise ValueError(f"the LIKE escape must be a single character, got {escape!r}")
+    parts: list[str] = []
+    chars = iter(pattern)
+    for ch in chars:
+        if ch == escape:
+            nxt = next(chars, None)
+            if nxt is None or nxt not in ("%", "_", escape):
+                raise ValueError(f"bad LIKE pattern {pattern!r}: the escape {escape!r} "
+                                 "must be followed by %, _ or itself")
+            parts.append(re.escape(nxt))
+        elif ch == "%":
+            parts.append(".*")
+        elif ch == "_":
+            parts.append(".")
+        else:
+            parts.append(re.escape(ch))
+    return re.compile("".join(parts), re.DOTALL)
+
+
+def _like_fn(negated: bool, has_escape: bool, pos: ast.Pos) -> Callable[..., Any]:
+    def like(v: Any, pattern: Any, escape: Any = None) -> Any:
+        if _is_null(v) or _is_null(pattern) or (has_escape and _is_null(escape)):
+            return None
+        if not isinstance(v, str) or not isinstance(pattern, str) or not (
+                escape is None or isinstance(escape, str)):
+            raise QueryError(f"LIKE needs strings, got {type(v).__name__} {v!r} and "
+                             f"{type(pattern).__name__} {pattern!r}", *pos)
+        try:
+            regex = like_regex(pattern, escape)
+        except ValueError as err:
+            raise QueryError(str(err), *pos) from None
+        hit = regex.fullmatch(v) is not None
+        return hit != negated
+
+    return like

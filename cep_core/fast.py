@@ -215,7 +215,8 @@ def _define_problem(cond: ast.Expr, var: str) -> str | None:
 
 # Expression nodes whose value depends on the current row only (given row-local children).
 _ROW_NODES = (ast.Literal, ast.IntervalLiteral, ast.TimestampLiteral, ast.Column, ast.Unary,
-              ast.Binary, ast.IsNull, ast.Between, ast.InList, ast.Case, ast.Call)
+              ast.Binary, ast.IsNull, ast.Between, ast.InList, ast.Case, ast.Call, ast.Cast,
+              ast.Like)
 
 
 def _offset_ok(arg: ast.Expr) -> bool:
@@ -338,9 +339,16 @@ class _FastBound:
                       for c, v in e.whens),
                 None if e.default is None else self._rewrite(e.default, scope, shift),
                 e.pos)
+        if isinstance(e, ast.Cast):
+            return ast.Cast(self._rewrite(e.operand, scope, shift), e.type_name, e.pos)
+        if isinstance(e, ast.Like):
+            return ast.Like(self._rewrite(e.operand, scope, shift),
+                            self._rewrite(e.pattern, scope, shift),
+                            None if e.escape is None else self._rewrite(e.escape, scope, shift),
+                            e.negated, e.pos)
         if isinstance(e, ast.Call):
             return ast.Call(e.name, tuple(self._rewrite(a, scope, shift) for a in e.args),
-                            e.semantics, e.pos)
+                            e.semantics, e.pos, e.distinct)
         return e
 
     # ------------------------------------------------------------------ matching

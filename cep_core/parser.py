@@ -16,7 +16,11 @@ _RESERVED = {
     "ROWS", "ROW", "PER", "MATCH", "AFTER", "SKIP", "PATTERN", "SUBSET", "DEFINE", "AS", "AND",
     "OR", "NOT", "IS", "NULL", "IN", "BETWEEN", "CASE", "WHEN", "THEN", "ELSE", "END", "WITHIN",
     "TRUE", "FALSE", "INTERVAL", "ASC", "DESC", "PERMUTE", "RUNNING", "FINAL", "NULLS",
+    "LIKE", "CAST", "DISTINCT",
 }
+# CAST target types; the value is how many parenthesised numbers the type may take.
+CAST_TYPES = {"BIGINT": 0, "INTEGER": 0, "INT": 0, "DOUBLE": 0, "REAL": 0, "DECIMAL": 2,
+              "VARCHAR": 1, "STRING": 0, "BOOLEAN": 0, "TIMESTAMP": 0, "DATE": 0}
 _CLAUSES = ("PARTITION BY", "ORDER BY", "MEASURES", "ONE ROW PER MATCH", "ALL ROWS PER MATCH",
             "AFTER MATCH SKIP", "PATTERN", "SUBSET", "DEFINE")
 _CONSUMPTION_MODES = ("RECENT", "FIRST", "CHRONICLE", "CUMULATIVE", "CONTINUOUS")
@@ -550,6 +554,12 @@ class _Parser:
                 self._expect_kw("AND")
                 high = self._parse_additive()
                 left = ast.Between(left, low, high, negated, pos)
+            elif self._is_kw("LIKE") or self._is_kw("NOT", "LIKE"):
+                negated = self._match_kw("NOT")
+                self._advance()
+                pattern = self._parse_additive()
+                escape = self._parse_additive() if self._match_kw("ESCAPE") else None
+                left = ast.Like(left, pattern, escape, negated, pos)
             elif self._is_kw("IN") or self._is_kw("NOT", "IN"):
                 negated = self._match_kw("NOT")
                 self._advance()
@@ -616,13 +626,15 @@ class _Parser:
                 return ast.TimestampLiteral(self._advance().text, pos)
             if word == "CASE":
                 return self._parse_case()
+            if word == "CAST" and self._peek().text == "(":
+                return self._parse_cast()
             if word in ("RUNNING", "FINAL"):
                 self._advance()
                 call = self._parse_primary()
                 if not isinstance(call, ast.Call):
                     raise QueryError(f"{word} must be followed by a function call such as "
                                      "LAST(...) or SUM(...)", *pos)
-                return ast.Call(call.name, call.args, word, pos)
+                return ast.Call(call.name, call.args, word, pos, call.distinct)
             if self._peek().kind is Kind.SYMBOL and self._peek().text == "(" and (
                     word not in _RESERVED):
                 return self._parse_call()
@@ -671,17 +683,57 @@ class _Parser:
         self._expect_kw("END")
         return ast.Case(operand, tuple(whens), default, pos)
 
+    def _parse_cast(self) -> ast.Cast:
+        pos = self._pos()
+        self._expect_kw("CAST")
+        self._expect_sym("(", "after CAST")
+        operand = self._parse_expr()
+        self._expect_kw("AS")
+        tok = self.tok
+        word = tok.upper
+        if word not in CAST_TYPES:
+            raise self._error(f"unknown type {tok.describe()} in CAST; expected one of "
+                              f"{', '.join(CAST_TYPES)}")
+        self._advance()
+        type_name = word
+        if self._is_sym("(") and CAST_TYPES[word]:
+            self._advance()
+            sizes = [self._parse_type_size()]
+            while len(sizes) < CAST_TYPES[word] and self._match_sym(","):
+                sizes.append(self._parse_type_size())
+            self._expect_sym(")", f"to close the {word} size")
+            type_name += "(" + ",".join(sizes) + ")"
+        self._expect_sym(")", "to close CAST(")
+        return ast.Cast(operand, type_name, pos)
+
+    def _parse_type_size(self) -> str:
+        tok = self.tok
+        if tok.kind is not Kind.NUMBER or not tok.text.isdigit():
+            raise self._error(f"expected a whole number in the type, found {tok.describe()}")
+        self._advance()
+        return str(int(tok.text))
+
     def _parse_call(self) -> ast.Call:
         pos = self._pos()
         name = self._advance().text.upper()
         self._expect_sym("(")
         args: list[ast.Expr] = []
+        distinct = False
+        if self._is_kw("DISTINCT"):
+            if name != "COUNT":
+                raise self._error(f"DISTINCT is only supported in COUNT, not {name}")
+            self._advance()
+            distinct = True
+            if self._is_sym("*") or self._is_sym(")"):
+                raise self._error("COUNT(DISTINCT ...) needs an expression")
         if not self._is_sym(")"):
             args.append(self._parse_call_arg())
             while self._match_sym(","):
                 args.append(self._parse_call_arg())
         self._expect_sym(")", f"to close {name}(")
-        return ast.Call(name, tuple(args), None, pos)
+        if distinct and len(args) != 1:
+            raise QueryError("COUNT(DISTINCT ...) takes exactly one expression", *pos)
+        return ast.Call(name, tuple(args), None, pos, distinct)
 
     def _parse_call_arg(self) -> ast.Expr:
         pos = self._pos()

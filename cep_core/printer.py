@@ -174,7 +174,7 @@ def _prec(e: ast.Expr) -> int:
         return _PRECEDENCE[e.op]
     if isinstance(e, ast.Unary):
         return 3 if e.op == "NOT" else 7
-    if isinstance(e, ast.IsNull | ast.Between | ast.InList):
+    if isinstance(e, ast.IsNull | ast.Between | ast.InList | ast.Like):
         return 4
     return 8
 
@@ -269,4 +269,16 @@ def _(e: ast.Case) -> str:
 @_render.register
 def _(e: ast.Call) -> str:
     prefix = f"{e.semantics} " if e.semantics else ""
-    return f"{prefix}{e.name}({', '.join(_render(a) for a in e.args)})"
+    distinct = "DISTINCT " if e.distinct else ""
+    return f"{prefix}{e.name}({distinct}{', '.join(_render(a) for a in e.args)})"
+
+
+@_render.register
+def _(e: ast.Cast) -> str:
+    return f"CAST({_render(e.operand)} AS {e.type_name})"
+
+
+@_render.register
+def _(e: ast.Like) -> str:
+    text = f"{_wrap(e.operand, 5)} {'NOT ' if e.negated else ''}LIKE {_wrap(e.pattern, 5)}"
+    return text if e.escape is None else f"{text} ESCAPE {_wrap(e.escape, 5)}"

@@ -17,7 +17,15 @@ import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
 from . import ast
-from .expressions import ExprCompiler, MatchState, Scope, column_values, literal_value, walk
+from .expressions import (
+    ExprCompiler,
+    MatchState,
+    Scope,
+    column_values,
+    like_regex,
+    literal_value,
+    walk,
+)
 
 
 class _Unsupported(Exception):
@@ -167,7 +175,34 @@ def _vec(e: ast.Expr, df: pd.DataFrame, scope: Scope) -> Any:
         hit = pd.Series(inner.isin(items), dtype="boolean")
         hit[inner.isna().to_numpy()] = pd.NA
         return ~hit if e.negated else hit
+    if isinstance(e, ast.Like):
+        return _vec_like(e, df, scope)
+    # CAST and function calls are not vectorised: the caller falls back to the
+    # compiled row-by-row closure, which has the exact SQL semantics and error messages.
     raise _Unsupported
+
+
+def _vec_like(e: ast.Like, df: pd.DataFrame, scope: Scope) -> Any:
+    """LIKE of a string column against a constant pattern (and escape)."""
+    inner = _vec(e.operand, df, scope)
+    if not isinstance(inner, pd.Series) or _kind(inner) != "str":
+        raise _Unsupported
+    if not (isinstance(e.pattern, ast.Literal) and isinstance(e.pattern.value, str)):
+        raise _Unsupported
+    escape: str | None = None
+    if e.escape is not None:
+        if not (isinstance(e.escape, ast.Literal) and isinstance(e.escape.value, str)):
+            raise _Unsupported
+        escape = e.escape.value
+    try:
+        regex = like_regex(e.pattern.value, escape)
+    except ValueError:
+        raise _Unsupported from None  # the scalar path reports the error with its position
+    nulls = inner.isna().to_numpy()
+    hit = pd.Series([False if null else regex.fullmatch(v) is not None
+                     for v, null in zip(inner.tolist(), nulls, strict=True)], dtype="boolean")
+    hit[nulls] = pd.NA
+    return ~hit if e.negated else hit
 
 
 def _scalar_negate(v: Any) -> Any:
