@@ -113,7 +113,7 @@ child process (the Spark jobs never run inside the Airflow worker process):
 | `bronze`  | landing JSON lines (`lakecep://landing/events`) | `lakecep://bronze/events` |
 | `silver`  | `lakecep://bronze/events` | `lakecep://silver/events` |
 | `gold`    | `lakecep://silver/events` | `lakecep://gold/complex_events` (CEP matches) |
-| `quality` | silver + gold | `lakecep://gold/quality_results` (Great Expectations) |
+| `quality` | bronze + silver + gold | `lakecep://gold/quality_results` (Great Expectations) |
 
 Schedule: every 15 minutes (no catch-up, one run at a time) and whenever an asset event
 for `lakecep://landing/events` arrives (e.g. from the `lakecep_demo` DAG).
@@ -151,12 +151,12 @@ Configuration comes from the environment of the Airflow components (`LAKECEP_HOM
 def lakecep_pipeline() -> None:
     @task(task_id="bronze", inlets=[LANDING_EVENTS], outlets=[BRONZE_EVENTS])
     def bronze(run_id: str | None = None) -> None:
-        """Landing JSON lines -> Delta bronze (raw, with quarantine of bad lines)."""
+        """Landing JSON lines -> Delta bronze (every line kept, with its parse status)."""
         run_lakecep_job("bronze", run_id or "manual")
 
     @task(task_id="silver", inlets=[BRONZE_EVENTS], outlets=[SILVER_EVENTS])
     def silver(run_id: str | None = None) -> None:
-        """Bronze -> silver (parsed, validated, deduplicated events)."""
+        """Bronze -> silver events, duplicates and quarantine (with reasons)."""
         run_lakecep_job("silver", run_id or "manual")
 
     @task(task_id="gold", inlets=[SILVER_EVENTS], outlets=[GOLD_COMPLEX_EVENTS])
@@ -170,7 +170,7 @@ def lakecep_pipeline() -> None:
         outlets=[QUALITY_RESULTS],
     )
     def quality(run_id: str | None = None) -> None:
-        """Great Expectations validations of silver and gold."""
+        """Great Expectations validations of bronze, silver and gold."""
         run_lakecep_job("quality", run_id or "manual")
 
     bronze() >> silver() >> gold() >> quality()
