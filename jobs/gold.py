@@ -244,31 +244,27 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
 
     Keys are hashed into ``buckets`` groups; each group is one engine call.
     """
-    from pyspark.sql import functions as F
-
     new_events = new_events.select(*ENGINE_COLUMNS)
     history = history.select(*ENGINE_COLUMNS)
+
+    def touched_history(keys: Sequence[str]):  # noqa: ANN202 - history of the batch's keys
+        if not keys:
+            return history
+        return history.join(new_events.select(*keys).distinct(), list(keys), "left_semi")
+
     results = []
     for query in queries:
         if isinstance(query, PatternQuery):
             keys = _compiled(query.query).partition_by
-            touched = new_events.select(*keys).distinct()
-            scope = history.join(touched, list(keys), "left_semi") if keys else history
             results.append(
-                _bucketed(scope, keys, buckets).groupBy(BUCKET).applyInPandas(
+                _bucketed(touched_history(keys), keys, buckets).groupBy(BUCKET).applyInPandas(
                     pattern_matcher(query, version, batch_id, detected), GOLD_DDL)
             )
         else:
+            # Each live match's range RA is cut out of its key's history in the UDF.
             live = _bucketed(new_events, [query.key], buckets).groupBy(BUCKET).applyInPandas(
                 live_matcher(query), LIVE_DDL)
-            before = F.expr(f"INTERVAL {int(query.before.total_seconds())} SECONDS")
-            bounds = live.groupBy(F.col("key").alias(query.key)).agg(
-                (F.min("live_start") - before).alias("_lo"),
-                F.max("live_start").alias("_hi"),
-            )
-            scope = history.join(bounds, query.key).where(
-                (F.col("event_time") >= F.col("_lo")) & (F.col("event_time") < F.col("_hi"))
-            ).drop("_lo", "_hi")
+            scope = touched_history([query.key])
             joined = live.groupBy(BUCKET).cogroup(
                 _bucketed(scope, [query.key], buckets).groupBy(BUCKET)
             ).applyInPandas(archive_joiner(query, version, batch_id, detected), GOLD_DDL)
