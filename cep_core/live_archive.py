@@ -184,15 +184,17 @@ def time_values(series: pd.Series) -> np.ndarray:
     return np.asarray(series.to_numpy(dtype="float64"))
 
 
-def duration_value(before: Any, series_is_datetime: bool) -> float:
-    if isinstance(before, pd.Timedelta):
+def duration_value(before: Any, series_is_datetime: bool) -> Any:
+    """A duration in the time column's unit: int nanoseconds for datetimes (exact, no
+    float rounding at range boundaries), the number itself otherwise."""
+    if isinstance(before, pd.Timedelta) or hasattr(before, "total_seconds"):
         if not series_is_datetime:
             raise StrategyError("'before' is a duration but the time column is numeric")
-        return float(before.value)
-    if hasattr(before, "total_seconds"):
-        return float(pd.Timedelta(before).value) if series_is_datetime else float(
-            before.total_seconds())
-    return float(before)
+        return int(pd.Timedelta(before).value)
+    if series_is_datetime:
+        raise StrategyError(f"'before' must be a duration (pd.Timedelta) for a datetime time "
+                            f"column, got {before!r}")
+    return before
 
 
 class FrameArchive:
@@ -310,7 +312,7 @@ class RecentBuffer:
             evicted, kept = first.iloc[:over], first.iloc[over:]
             if len(evicted):
                 self.covered_from = max(self.covered_from,
-                                        float(time_values(evicted[self.time]).max()))
+                                        time_values(evicted[self.time]).max().item())
             self._rows -= len(evicted)
             if len(kept):
                 self._chunks[0] = kept
@@ -373,7 +375,7 @@ def live_instances(spec: LiveArchiveSpec, live: pd.DataFrame,
         if not m.rows:
             continue
         times = t[list(m.rows)]
-        start, end = float(times.min()), float(times.max())
+        start, end = times.min().item(), times.max().item()
         out.append(LiveInstance(m.partition[key_at], start, end, start - before, start, m,
                                 tuple(ids[r] for r in m.rows)))
     out.sort(key=lambda i: (i.end, i.start))
@@ -482,25 +484,35 @@ def sample_selectivity(query: CompiledQuery, frame: pd.DataFrame, key: str,
     return Selectivity(n / max(len(frame), 1), f"sample of {len(frame)} rows")
 
 
-def choose(spec: LiveArchiveSpec, live: pd.DataFrame, settings: StrategySettings,
-           archive_sample: pd.DataFrame | None = None) -> tuple[str, str]:
+def choose(settings: StrategySettings, live: Selectivity | None,
+           archive: Selectivity | None, archive_first_exact: bool) -> tuple[str, str]:
     """``auto``: the strategy and why.
 
-    With a tolerated latency TL, SLLAA (one load per sub-window instead of per match).
-    Otherwise OLLAA when the archive pattern is markedly more selective than the live one
-    (archive side first saves live work), else LLAA. ALAA is never chosen: a blind load of
-    Rmax reads every key's history, which the lazy strategies never need.
+    With a tolerated latency TL (or a sub-window size), SLLAA: one load per sub-window
+    instead of one per live match. Otherwise OLLAA from the archive side when the archive
+    pattern is markedly (2x) more selective than the live one and pruning keys by it is
+    exact, else LLAA. ALAA is never chosen: its blind load of Rmax reads every key's
+    history, which the lazy strategies never need.
     """
-    if settings.tolerated_latency is not None:
-        return "sllaa", f"tolerated latency TL={settings.tolerated_latency} allows sub-windows"
-    sel_l = sample_selectivity(spec.live, live, spec.key, settings.sample_rows)
-    sel_a = archive_selectivity(spec, settings, archive_sample)
-    if sel_a is not None and sel_a.value < sel_l.value / 2 and _archive_first_exact(spec):
-        return "ollaa", (f"archive selectivity {sel_a.value:.3g} ({sel_a.source}) < live "
-                         f"{sel_l.value:.3g} ({sel_l.source}): drive from the archive side")
-    detail = "" if sel_a is None else f" (archive {sel_a.value:.3g} ({sel_a.source}), "
-    detail += "" if sel_a is None else f"live {sel_l.value:.3g} ({sel_l.source}))"
-    return "llaa", f"no tolerated latency; live side drives{detail}"
+    if settings.tolerated_latency is not None or settings.subwindow is not None:
+        return "sllaa", (f"tolerated latency TL={settings.tolerated_latency}, sub-window "
+                         f"{settings.subwindow}: one load per sub-window")
+    drive, why = ollaa_drive(live, archive, archive_first_exact, margin=2.0)
+    return ("ollaa" if drive == "archive" else "llaa"), why
+
+
+def ollaa_drive(live: Selectivity | None, archive: Selectivity | None,
+                archive_first_exact: bool, margin: float = 1.0) -> tuple[str, str]:
+    """OLLAA's choice of driving side ('live' or 'archive') and why."""
+    if live is None or archive is None:
+        return "live", "no selectivity figures: live side drives"
+    figures = (f"archive selectivity {archive.value:.3g} ({archive.source}), live "
+               f"{live.value:.3g} ({live.source})")
+    if not archive_first_exact:
+        return "live", f"{figures}; the archive pattern cannot prune keys exactly: live drives"
+    if archive.value * margin < live.value:
+        return "archive", f"{figures}: archive side drives"
+    return "live", f"{figures}: live side drives"
 
 
 def archive_selectivity(spec: LiveArchiveSpec, settings: StrategySettings,
@@ -512,13 +524,14 @@ def archive_selectivity(spec: LiveArchiveSpec, settings: StrategySettings,
     return sample_selectivity(spec.archive, sample, spec.key, settings.sample_rows)
 
 
-def _archive_first_exact(spec: LiveArchiveSpec) -> bool:
+def archive_first_exact(spec: LiveArchiveSpec) -> bool:
     """Archive-side-first prunes keys without an archive match over the hull of their
     ranges; sound when a match inside a sub-range is also a match over the hull: no
-    anchors, no negation, no navigation (PREV/NEXT/FIRST/LAST) that could read rows
-    outside a match, no consumption mode."""
+    anchors, no negation, no PREV/NEXT (which could read rows outside a match), no
+    consumption mode or relaxed selection."""
     m = spec.archive.match
-    if m.consumption is not None or _has(m.pattern, (ast.Anchor, ast.Negation)):
+    if (m.consumption is not None or m.selection != "STRICT"
+            or _has(m.pattern, (ast.Anchor, ast.Negation))):
         return False
     exprs = [d.condition for d in m.defines]
     return not any(isinstance(n, ast.Call) and n.name in ("PREV", "NEXT")
@@ -611,8 +624,8 @@ def _joined(spec: LiveArchiveSpec, instances: Sequence[LiveInstance], expanded: 
         times = t[list(m.rows)] if m.rows else None
         out.append(Joined(
             inst, number[n], tuple(ids[r] for r in m.rows),
-            None if times is None else float(times.min()),
-            None if times is None else float(times.max()),
+            None if times is None else times.min().item(),
+            None if times is None else times.max().item(),
             {**inst.match.measures, **m.measures}))
     return _filter(spec, out)
 
@@ -631,8 +644,9 @@ def _filter(spec: LiveArchiveSpec, joined: list[Joined]) -> list[Joined]:
 
 
 def make_plan(spec: LiveArchiveSpec, strategy: str, instances: Sequence[LiveInstance],
-              settings: StrategySettings, reason: str = "") -> Plan:
-    """The loads of ``strategy`` for live matches ``instances`` (live side first)."""
+              settings: StrategySettings, reason: str = "", drive: str = "live") -> Plan:
+    """The loads of ``strategy`` for live matches ``instances``. OLLAA driven from the
+    archive side loads the hull of each key's ranges once (PA over it first)."""
     tl = settings.tolerated_latency
     if strategy == "alaa":
         return Plan("alaa", reason or "active: one blind load of Rmax", (plan_alaa(instances),))
@@ -647,6 +661,8 @@ def make_plan(spec: LiveArchiveSpec, strategy: str, instances: Sequence[LiveInst
                     f"max size {settings.subwindow}",
                     (plan_sllaa(instances, tl_value, settings.subwindow),))
     if strategy == "ollaa":
+        if drive == "archive":
+            return Plan("ollaa", reason, (plan_by_key(instances),), drive="archive")
         return Plan("ollaa", reason or "live side drives", (plan_llaa(instances),))
     raise StrategyError(f"unknown live-archive strategy {strategy!r}; "
                         f"use one of {', '.join((*STRATEGIES, 'auto'))}")
@@ -664,26 +680,26 @@ def detect(spec: LiveArchiveSpec, live: pd.DataFrame, archive: ArchiveStore,
     stats_before = AccessStats()
     stats_before.add(archive.stats)
     reason = ""
-    if strategy == "auto":
-        strategy, reason = choose(spec, live, settings)
-    elif strategy not in STRATEGIES:
+    if strategy not in (*STRATEGIES, "auto"):
         raise StrategyError(f"unknown live-archive strategy {strategy!r}; "
                             f"use one of {', '.join((*STRATEGIES, 'auto'))}")
     drive = "live"
-    if strategy == "ollaa":
+    if strategy in ("auto", "ollaa"):
         sel_l = sample_selectivity(spec.live, live, spec.key, settings.sample_rows)
         sel_a = archive_selectivity(spec, settings, None)
-        if sel_a is None:
+        if sel_a is None and strategy == "ollaa":
             # No statistics: sample the archive over the ranges of a few live keys.
             keys = pd.Series(live[spec.key].unique())
             keys = keys.sample(n=min(len(keys), 50), random_state=0).tolist()
             hull = _hull(spec, live[live[spec.key].isin(keys)])
             sample = archive.load(keys, *hull) if hull else live.iloc[:0]
             sel_a = sample_selectivity(spec.archive, sample, spec.key, settings.sample_rows)
-        if sel_a.value < sel_l.value and _archive_first_exact(spec):
-            drive = "archive"
-        reason = reason or (f"archive selectivity {sel_a.value:.3g} ({sel_a.source}) vs live "
-                            f"{sel_l.value:.3g} ({sel_l.source}): {drive} side drives")
+        exact = archive_first_exact(spec)
+        if strategy == "auto":
+            strategy, reason = choose(settings, sel_l, sel_a, exact)
+            drive = "archive" if strategy == "ollaa" else "live"
+        else:
+            drive, reason = ollaa_drive(sel_l, sel_a, exact)
     if drive == "archive":
         joined, instances, plan = _archive_first(spec, live, archive, reason, keep)
     else:
@@ -707,7 +723,7 @@ def _hull(spec: LiveArchiveSpec, live: pd.DataFrame) -> tuple[float, float] | No
         return None
     t = time_values(live[spec.time])
     before = duration_value(spec.before, pd.api.types.is_datetime64_any_dtype(live[spec.time]))
-    return float(t.min()) - before, float(t.max())
+    return t.min().item() - before, t.max().item()
 
 
 def execute(spec: LiveArchiveSpec, plan: Plan, instances: Sequence[LiveInstance],
@@ -749,7 +765,7 @@ def join_active(spec: LiveArchiveSpec, instances: Sequence[LiveInstance],
         if not m.rows:
             continue
         times = t[list(m.rows)]
-        start, end = float(times.min()), float(times.max())
+        start, end = times.min().item(), times.max().item()
         for n in by_key.get(m.partition[key_at], ()):
             inst = instances[n]
             if inst.lo <= start and end < inst.hi:
@@ -811,7 +827,7 @@ def _archive_first(spec: LiveArchiveSpec, live: pd.DataFrame, archive: ArchiveSt
     before = duration_value(spec.before, pd.api.types.is_datetime64_any_dtype(live[spec.time]))
     frame = pd.DataFrame({"k": live[spec.key].to_numpy(), "t": t})
     hulls = frame.groupby("k", sort=False)["t"].agg(["min", "max"])
-    loads = [Load((k,), float(lo) - before, float(hi), ()) for k, lo, hi in zip(
+    loads = [Load((k,), lo - before, hi, ()) for k, lo, hi in zip(
         hulls.index.tolist(), hulls["min"].tolist(), hulls["max"].tolist(), strict=True)]
     by_key: dict[Any, pd.DataFrame] = {}
     candidates = []
@@ -836,7 +852,8 @@ def _archive_first(spec: LiveArchiveSpec, live: pd.DataFrame, archive: ArchiveSt
 __all__ = [
     "STRATEGIES", "AccessStats", "ArchiveStore", "FrameArchive", "Joined", "LiveArchiveSpec",
     "LiveInstance", "Load", "Plan", "RecentBuffer", "Result", "Selectivity", "SqliteArchive",
-    "StrategyError", "StrategySettings", "choose", "detect", "detect_in_ranges", "execute",
-    "live_instances", "make_plan", "plan_alaa", "plan_by_key", "plan_llaa", "plan_sllaa",
-    "range_local", "subwindows", "time_values",
+    "StrategyError", "StrategySettings", "archive_first_exact", "choose", "detect",
+    "detect_in_ranges", "execute", "join_active", "live_instances", "make_plan",
+    "ollaa_drive", "plan_alaa", "plan_by_key", "plan_llaa", "plan_sllaa", "range_local",
+    "subwindows", "time_values",
 ]

@@ -37,6 +37,15 @@ class Settings:
     trigger_interval: str = "30 seconds"
     #: Run Great Expectations validations in the quality job.
     quality_enabled: bool = True
+    #: Folder of query definitions (``*.toml``) the gold job runs; empty: the shipped
+    #: ``queries/`` folder.
+    queries_dir: str = ""
+    #: Live-archive strategy for every live-archive query (alaa, llaa, ollaa, sllaa, auto);
+    #: empty: each query's own ``strategy``.
+    live_archive_strategy: str = ""
+    #: RBuffer: how many of the newest silver events the gold job keeps in memory to
+    #: serve recent archive ranges without reading Delta.
+    rbuffer_rows: int = 200_000
 
     # Derived locations -------------------------------------------------------------
     @property
@@ -125,5 +134,9 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         if env_key in env:
             values[key] = _coerce(key, env[env_key], pytypes[str(type_name)], f"${env_key}")
     values.setdefault("home", home)
+    strategy = values.get("live_archive_strategy", "")
+    if strategy not in ("", "alaa", "llaa", "ollaa", "sllaa", "auto"):
+        raise ConfigError(f"live_archive_strategy = {strategy!r}: use alaa, llaa, ollaa, "
+                          "sllaa, auto, or leave empty for each query's own strategy")
     settings = Settings(**values)
     return dataclasses.replace(settings, home=settings.home.resolve())

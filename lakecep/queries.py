@@ -3,8 +3,10 @@
 A ``pattern`` query is one MATCH_RECOGNIZE statement run over silver. A ``live_archive``
 query joins a pattern on the newly arrived events (``[live]``) with a pattern over the
 same key's history in the access range RA = [live start - ``before``, live start)
-(``[archive]``), read from silver by Delta time travel at a pinned version.
-See docs/queries.md.
+(``[archive]``), read from silver by Delta time travel at a pinned version, with an
+optional join ``condition`` over both sides' measures and a ``strategy`` (see
+:mod:`cep_core.live_archive`). ``[attributes]`` exposes typed event attributes as columns
+(``price = "double"``). See docs/queries.md.
 """
 
 from __future__ import annotations
@@ -23,12 +25,18 @@ class QueryDefinitionError(ValueError):
     """A query file is invalid (message names the file and the key)."""
 
 
+#: Types an ``[attributes]`` entry may have (Spark SQL type names).
+ATTRIBUTE_TYPES = ("string", "double", "bigint", "boolean", "timestamp")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
 @dataclass(frozen=True)
 class PatternQuery:
     id: str
     version: str
     description: str
     query: str
+    attributes: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,30 @@ class LiveArchiveQuery:
     live: str
     archive: str
     before: timedelta
+    condition: str | None = None
+    strategy: str = "auto"
+    tolerated_latency: timedelta | None = None
+    subwindow: int | None = None
+    attributes: tuple[tuple[str, str], ...] = ()
+
+    def spec(self):  # noqa: ANN201 - cep_core.live_archive.LiveArchiveSpec
+        """The engine's view of this query (compiles both patterns)."""
+        import pandas as pd
+
+        from cep_core.live_archive import LiveArchiveSpec
+
+        return LiveArchiveSpec.of(self.live, self.archive, self.key, pd.Timedelta(self.before),
+                                  self.condition)
+
+    def settings(self, archive_selectivity: float | None = None):  # noqa: ANN201
+        """Strategy settings (cep_core.live_archive.StrategySettings) of this query."""
+        import pandas as pd
+
+        from cep_core.live_archive import StrategySettings
+
+        tl = None if self.tolerated_latency is None else pd.Timedelta(self.tolerated_latency)
+        return StrategySettings(tolerated_latency=tl, subwindow=self.subwindow,
+                                archive_selectivity=archive_selectivity)
 
 
 QueryDefinition = PatternQuery | LiveArchiveQuery
@@ -60,6 +92,22 @@ def _require(data: dict, key: str, where: Path) -> str:
     return value
 
 
+def _attributes(data: dict, where: Path) -> tuple[tuple[str, str], ...]:
+    table = data.get("attributes", {})
+    if not isinstance(table, dict):
+        raise QueryDefinitionError(f"{where}: [attributes] must be a table of name = \"type\"")
+    out = []
+    for name, kind in table.items():
+        if not _NAME.match(name):
+            raise QueryDefinitionError(f"{where}: attribute name {name!r} is not a plain "
+                                       "identifier")
+        if kind not in ATTRIBUTE_TYPES:
+            raise QueryDefinitionError(f"{where}: attribute {name!r} has type {kind!r}; "
+                                       f"use one of {', '.join(ATTRIBUTE_TYPES)}")
+        out.append((name, kind))
+    return tuple(out)
+
+
 def load_query(path: Path) -> QueryDefinition:
     try:
         data = tomllib.loads(path.read_text())
@@ -70,23 +118,44 @@ def load_query(path: Path) -> QueryDefinition:
         id=_require(data, "id", path),
         version=str(data.get("version", "1")),
         description=str(data.get("description", "")),
+        attributes=_attributes(data, path),
     )
     if kind == "pattern":
         return PatternQuery(query=_require(data, "query", path), **common)
     if kind == "live_archive":
         live, archive = data.get("live", {}), data.get("archive", {})
+        strategy = str(data.get("strategy", "auto"))
+        if strategy not in ("alaa", "llaa", "ollaa", "sllaa", "auto"):
+            raise QueryDefinitionError(f"{path}: strategy {strategy!r}: use alaa, llaa, ollaa, "
+                                       "sllaa or auto")
+        tl = data.get("tolerated_latency")
+        subwindow = data.get("subwindow")
+        if subwindow is not None and (not isinstance(subwindow, int) or subwindow < 1):
+            raise QueryDefinitionError(f"{path}: subwindow must be a positive integer")
+        if strategy == "sllaa" and tl is None and subwindow is None:
+            raise QueryDefinitionError(f"{path}: strategy 'sllaa' needs tolerated_latency "
+                                       "(e.g. '10 minutes') or subwindow (live matches)")
         return LiveArchiveQuery(
             key=_require(data, "key", path),
             live=_require(live, "query", path),
             archive=_require(archive, "query", path),
             before=parse_duration(_require(archive, "before", path), f"{path}: archive.before"),
+            condition=data.get("condition") or None,
+            strategy=strategy,
+            tolerated_latency=None if tl is None else parse_duration(
+                str(tl), f"{path}: tolerated_latency"),
+            subwindow=subwindow,
             **common,
         )
     raise QueryDefinitionError(f"{path}: kind must be 'pattern' or 'live_archive', got {kind!r}")
 
 
-def load_queries(directory: Path = QUERIES_DIR) -> list[QueryDefinition]:
-    """All query definitions in ``directory``, sorted by id; ids must be unique."""
+def load_queries(directory: Path | str | None = None) -> list[QueryDefinition]:
+    """All query definitions in ``directory`` (default: the shipped ``queries/``), sorted
+    by id; ids must be unique."""
+    directory = Path(directory) if directory else QUERIES_DIR
+    if not directory.is_dir():
+        raise QueryDefinitionError(f"query folder {directory} does not exist")
     queries = [load_query(p) for p in sorted(directory.glob("*.toml"))]
     ids = [q.id for q in queries]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
