@@ -41,6 +41,8 @@ front of a store) count loads, rows read and buffer hits in :class:`AccessStats`
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -54,7 +56,8 @@ from . import ast
 from .api import CompiledQuery, Match, compile_query
 from .errors import QueryError
 from .expressions import Scope, walk
-from .parser import parse_expression
+from .parser import parse, parse_expression
+from .printer import to_sql
 from .vectorized import evaluate_condition
 
 STRATEGIES = ("alaa", "llaa", "ollaa", "sllaa")
@@ -272,6 +275,8 @@ class SqliteArchive:
         else:
             out[self.time] = out["__t"]
         out = out.drop(columns=["__t"])[self._columns]
+        if len(out) == 0:  # SQLite gives an empty result object columns: keep the dtypes
+            out = out.astype(self._dtypes.to_dict())
         self.stats.loads += 1
         self.stats.rows_read += len(out)
         self.stats.seconds += time.perf_counter() - started
@@ -286,6 +291,10 @@ class RecentBuffer:
     buffer's start or evicted from it) is complete in the buffer and never touches the
     store; any other load goes to the store. Late events are safe: an event that arrived
     before the buffer's first event counts in ``covered_from`` whatever its time.
+
+    The default ``covered_from = -inf`` says the buffer has seen every event the store
+    holds (it was fed from the first one). In front of a store that already holds history,
+    pass the latest event time in the store as ``covered_from``.
     """
 
     def __init__(self, store: ArchiveStore, key: str, time: str, capacity: int,
@@ -354,8 +363,8 @@ class LiveInstance:
     end: float
     lo: float  # RA_i = [lo, hi)
     hi: float
-    match: Match
-    ids: tuple[Any, ...]
+    match: Match | None = None  # None: planning only (no join results needed)
+    ids: tuple[Any, ...] = ()
 
 
 def live_instances(spec: LiveArchiveSpec, live: pd.DataFrame,
@@ -583,7 +592,9 @@ def detect_in_ranges(spec: LiveArchiveSpec, instances: Sequence[LiveInstance],
                      serves: Sequence[int], rows: pd.DataFrame) -> list[Joined]:
     """Archive matches of PA within each served instance's RA, cut out of ``rows`` (which
     hold at least every event of the instance's key in its RA). One engine call for all
-    ranges: each range's rows are copied under a key unique to its live match."""
+    ranges: each range's rows are copied under an owner column unique to its live match,
+    and PA runs partitioned by that column first (the key column keeps its values, so
+    DEFINE and MEASURES that read it see the real key)."""
     if len(rows) == 0 or not serves:
         return []
     t = time_values(rows[spec.time])
@@ -607,18 +618,34 @@ def detect_in_ranges(spec: LiveArchiveSpec, instances: Sequence[LiveInstance],
         return []
     take = np.concatenate(parts)
     expanded = rows.iloc[take].reset_index(drop=True)
-    expanded[spec.key] = np.concatenate(owners)
-    return _joined(spec, instances, expanded, _key_position(spec.archive, spec.key))
+    expanded[_OWNER] = np.concatenate(owners)
+    return _joined(spec, instances, expanded, 0)
+
+
+_OWNER = "__live_archive_owner"
+
+
+@functools.lru_cache(maxsize=128)
+def _owned(text: str) -> CompiledQuery:
+    """The archive query ``text`` partitioned first by the owner column."""
+    tree = parse(text)
+    match = dataclasses.replace(tree.match, partition_by=(
+        ast.Column(_OWNER), *tree.match.partition_by))
+    return compile_query(to_sql(dataclasses.replace(tree, match=match)))
 
 
 def _joined(spec: LiveArchiveSpec, instances: Sequence[LiveInstance], expanded: pd.DataFrame,
-            key_at: int) -> list[Joined]:
+            owner_at: int) -> list[Joined]:
     ids = expanded[spec.id_column].tolist()
     t = time_values(expanded[spec.time])
     out: list[Joined] = []
     number: dict[int, int] = {}
-    for m in spec.archive.find_matches(expanded):
-        n = int(m.partition[key_at])
+    for m in _owned(spec.archive.text).find_matches(expanded):
+        if not m.rows:
+            # An empty match (PATTERN (A*) over rows without an A) joins nothing: it has no
+            # first row to number it by, and ALAA's join and OLLAA's key pruning skip it.
+            continue
+        n = int(m.partition[owner_at])
         inst = instances[n]
         number[n] = number.get(n, 0) + 1
         times = t[list(m.rows)] if m.rows else None
@@ -626,8 +653,12 @@ def _joined(spec: LiveArchiveSpec, instances: Sequence[LiveInstance], expanded: 
             inst, number[n], tuple(ids[r] for r in m.rows),
             None if times is None else times.min().item(),
             None if times is None else times.max().item(),
-            {**inst.match.measures, **m.measures}))
+            {**_live_measures(inst), **m.measures}))
     return _filter(spec, out)
+
+
+def _live_measures(inst: LiveInstance) -> dict[str, Any]:
+    return {} if inst.match is None else inst.match.measures
 
 
 def _filter(spec: LiveArchiveSpec, joined: list[Joined]) -> list[Joined]:
@@ -771,7 +802,7 @@ def join_active(spec: LiveArchiveSpec, instances: Sequence[LiveInstance],
             if inst.lo <= start and end < inst.hi:
                 number[n] = number.get(n, 0) + 1
                 out.append(Joined(inst, number[n], tuple(ids[r] for r in m.rows), start, end,
-                                  {**inst.match.measures, **m.measures}))
+                                  {**_live_measures(inst), **m.measures}))
     return _filter(spec, out)
 
 
