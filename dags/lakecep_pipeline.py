@@ -112,6 +112,7 @@ child process (the Spark jobs never run inside the Airflow worker process):
 |------|-------|-----------------------|
 | `bronze`  | landing JSON lines (`lakecep://landing/events`) | `lakecep://bronze/events` |
 | `silver`  | `lakecep://bronze/events` | `lakecep://silver/events` |
+| `optimize` | `lakecep://silver/events` | clusters silver by (object_id, event_time) once enough new files piled up, so archive range reads skip files |
 | `gold`    | `lakecep://silver/events` | `lakecep://gold/complex_events` (CEP matches) |
 | `quality` | bronze + silver + gold | `lakecep://gold/quality_results` (Great Expectations) |
 
@@ -159,6 +160,11 @@ def lakecep_pipeline() -> None:
         """Bronze -> silver events, duplicates and quarantine (with reasons)."""
         run_lakecep_job("silver", run_id or "manual")
 
+    @task(task_id="optimize", inlets=[SILVER_EVENTS])
+    def optimize(run_id: str | None = None) -> None:
+        """Cluster silver by (object_id, event_time) when enough new files piled up."""
+        run_lakecep_job("optimize", run_id or "manual")
+
     @task(task_id="gold", inlets=[SILVER_EVENTS], outlets=[GOLD_COMPLEX_EVENTS])
     def gold(run_id: str | None = None) -> None:
         """Silver -> gold complex events (MATCH_RECOGNIZE patterns from cep_core)."""
@@ -173,7 +179,7 @@ def lakecep_pipeline() -> None:
         """Great Expectations validations of bronze, silver and gold."""
         run_lakecep_job("quality", run_id or "manual")
 
-    bronze() >> silver() >> gold() >> quality()
+    bronze() >> silver() >> optimize() >> gold() >> quality()
 
 
 lakecep_pipeline()

@@ -18,8 +18,11 @@ re-detections never duplicate a row. The pinned version is recorded in
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -27,6 +30,7 @@ from typing import Any
 import pandas as pd
 
 import schemas
+from jobs.archive import RecentBuffer, read_ranges
 from jobs.streaming import StreamRun, log, run_stream
 from jobs.tables import LakeTable
 from lakecep.config import Settings
@@ -40,10 +44,10 @@ ENGINE_COLUMNS = [
 ]
 GOLD_DDL = schemas.ddl("gold.complex_events").replace(" NOT NULL", "")
 BUCKET = "_bucket"
-LIVE_DDL = (
-    "key STRING, live_start TIMESTAMP, live_end TIMESTAMP, live_ids ARRAY<STRING>, "
-    f"live_measures MAP<STRING,STRING>, live_ingest TIMESTAMP, {BUCKET} INT"
-)
+#: Live matches handed from the live step to the join (times as int ns; the pickled
+#: cep_core LiveInstance carries the measures with their Python types).
+LIVE_DDL = ("key STRING, lo BIGINT, hi BIGINT, live_start BIGINT, live_end BIGINT, "
+            "live_ingest TIMESTAMP, instance BINARY")
 
 
 @lru_cache(maxsize=64)
@@ -150,82 +154,107 @@ def pattern_matcher(
     return run
 
 
-def live_matcher(query: LiveArchiveQuery) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    """applyInPandas function: one bucket's new events -> their live matches."""
+@lru_cache(maxsize=64)
+def _spec(query: LiveArchiveQuery):  # noqa: ANN202 - cep_core.live_archive.LiveArchiveSpec
+    return query.spec()
+
+
+def _ns(series: pd.Series) -> list[int]:
+    return series.to_numpy("datetime64[ns]").view("int64").tolist()
+
+
+def live_finder(query: LiveArchiveQuery) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """applyInPandas function: one bucket of the live scope -> its live matches.
+
+    The scope holds the batch's keys' events (``_new`` marks the batch's own). A live
+    match is kept when it contains a new event, or when a new event of its key falls in
+    its access range (a late archive event: the join is evaluated again).
+    """
+    import pickle
+
+    from cep_core.live_archive import live_instances
 
     def run(frame: pd.DataFrame) -> pd.DataFrame:
-        bucket = int(frame[BUCKET].iloc[0]) if len(frame) else 0
-        frame = frame.drop(columns=[BUCKET]).reset_index(drop=True)
-        lineage = _Rows(frame)
+        spec = _spec(query)
+        is_new = frame["_new"].eq(True).to_numpy(dtype=bool)
+        frame = frame.drop(columns=[BUCKET, "_new"]).reset_index(drop=True)
+        new_ids = set(frame["event_id"][is_new])
+        new_times: dict[Any, list[int]] = {}
+        for k, t in zip(frame[query.key][is_new], _ns(frame["event_time"][is_new]),
+                        strict=True):
+            new_times.setdefault(k, []).append(t)
+        for times in new_times.values():
+            times.sort()
+        ingest = _ns(frame["ingest_time"])
         out: dict[str, list[Any]] = {c.split()[0]: [] for c in LIVE_DDL.split(", ")}
-        for match in _compiled(query.live).find_matches(frame):
-            ids, start, end, ingest = lineage.gather(match.rows)
-            out["key"].append(str(match.partition[0]))
-            out["live_start"].append(start)
-            out["live_end"].append(end)
-            out["live_ids"].append(ids)
-            out["live_measures"].append(_measures(match.measures))
-            out["live_ingest"].append(ingest)
-            out[BUCKET].append(bucket)
-        for name in ("live_start", "live_end", "live_ingest"):
-            out[name] = pd.to_datetime(pd.array(out[name], dtype="Int64"), unit="ns")
+        for inst in live_instances(spec, frame):
+            times = new_times.get(inst.key, [])
+            late = bisect.bisect_left(times, inst.lo) < bisect.bisect_left(times, inst.hi)
+            if not late and new_ids.isdisjoint(inst.ids):
+                continue
+            assert inst.match is not None
+            out["key"].append(str(inst.key))
+            out["lo"].append(int(inst.lo))
+            out["hi"].append(int(inst.hi))
+            out["live_start"].append(int(inst.start))
+            out["live_end"].append(int(inst.end))
+            out["live_ingest"].append(max(ingest[r] for r in inst.match.rows))
+            out["instance"].append(pickle.dumps(inst, protocol=pickle.HIGHEST_PROTOCOL))
+        out["live_ingest"] = pd.to_datetime(pd.array(out["live_ingest"], dtype="Int64"),
+                                            unit="ns")
         return _data_frame(out)
 
     return run
 
 
 def archive_joiner(
-    query: LiveArchiveQuery, version: int, batch_id: int, detected: datetime
+    query: LiveArchiveQuery, strategy: str, version: int, batch_id: int, detected: datetime
 ) -> Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame]:
-    """cogroup function: a bucket's live matches x its history -> joined gold rows.
+    """cogroup function: a key bucket's live matches x the archive rows read for them ->
+    gold rows. Each live match's RA is cut out of its key's rows and PA run there (one
+    engine call for all of them); under ALAA with a range-local archive pattern, PA runs
+    once over everything read and matches join by containment (the paper's ALAA)."""
+    import pickle
 
-    Each live match gets its own access range RA = [start - before, start) and every
-    archive match in it is found (LLAA). All ranges of the bucket go through the engine in
-    one call: the range's rows are copied under a key unique to the live match, so the
-    archive query's PARTITION BY separates the ranges.
-    """
+    from cep_core.live_archive import detect_in_ranges, join_active, range_local
+
     detected_ts = pd.Timestamp(detected).tz_localize(None)
-    before = pd.Timedelta(query.before)
-    key = query.key
 
-    def run(live: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:
+    def run(live: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
         out = _empty_columns()
-        if live.empty or history.empty:
+        if live.empty or rows.empty:
             return _frame(out, detected_ts)
-        live = live.reset_index(drop=True)
-        ranges = live[["key", "live_start"]].rename(columns={"key": key})
-        ranges["_live"] = ranges.index
-        expanded = history.drop(columns=[BUCKET]).merge(ranges, on=key)
-        expanded = expanded[(expanded["event_time"] >= expanded["live_start"] - before)
-                            & (expanded["event_time"] < expanded["live_start"])]
-        expanded = expanded.assign(**{key: expanded["_live"].astype(str)})
-        expanded = expanded.drop(columns=["live_start"]).reset_index(drop=True)
-        lineage = _Rows(expanded)
-        live_keys = live["key"].tolist()
-        live_ids = live["live_ids"].tolist()
-        live_start = live["live_start"].to_numpy("datetime64[ns]").view("int64").tolist()
-        live_end = live["live_end"].to_numpy("datetime64[ns]").view("int64").tolist()
-        live_ingest = live["live_ingest"].to_numpy("datetime64[ns]").view("int64").tolist()
-        live_measures = live["live_measures"].tolist()
-        for match in _compiled(query.archive).find_matches(expanded):
-            i = int(match.partition[0])
-            ids, start, _, _ = lineage.gather(match.rows)
-            own = list(live_ids[i])
+        spec = _spec(query)
+        instances = [pickle.loads(b) for b in live["instance"]]
+        ingest = _ns(live["live_ingest"])
+        rows = rows.drop(columns=[BUCKET]).reset_index(drop=True)
+        served = range(len(instances))
+        if strategy == "alaa" and range_local(spec.archive):
+            joined = join_active(spec, instances, served, rows)
+        else:
+            joined = detect_in_ranges(spec, instances, served, rows)
+        position = {id(inst): n for n, inst in enumerate(instances)}
+        for j in joined:
+            n = position[id(j.live)]
+            own = [str(i) for i in j.live.ids]
+            ids = [str(i) for i in j.archive_ids]
+            start = j.live.start if j.archive_start is None else min(j.archive_start,
+                                                                      j.live.start)
             out["query_id"].append(query.id)
             out["query_version"].append(query.version)
             out["match_id"].append(match_id(query.id, own, ids))
-            out["partition_key"].append(live_keys[i])
-            out["match_number"].append(match.match_number)
-            out["start_time"].append(live_start[i] if start is None else min(start, live_start[i]))
-            out["end_time"].append(live_end[i])
-            out["measures"].append({**dict(live_measures[i]), **_measures(match.measures)})
+            out["partition_key"].append(str(j.live.key))
+            out["match_number"].append(j.number)
+            out["start_time"].append(int(start))
+            out["end_time"].append(int(j.live.end))
+            out["measures"].append(_measures(j.measures))
             out["live_event_ids"].append(own)
             out["archive_event_ids"].append(ids)
             out["history_version"].append(version)
-            out["strategy"].append("lazy")
+            out["strategy"].append(strategy)
             out["probability"].append(None)
             out["batch_id"].append(batch_id)
-            out["_ingest"].append(live_ingest[i])
+            out["_ingest"].append(ingest[n])
         return _frame(out, detected_ts)
 
     return run
@@ -238,21 +267,42 @@ def _bucketed(frame, keys: Sequence[str], buckets: int):  # noqa: ANN001, ANN202
     return frame.withColumn(BUCKET, bucket)
 
 
+def engine_columns(queries: Sequence[QueryDefinition]) -> list:
+    """Silver columns for the engine plus every query's typed ``[attributes]``."""
+    from pyspark.sql import functions as F
+
+    attributes = dict(a for q in queries for a in q.attributes)
+    return [F.col(c) for c in ENGINE_COLUMNS] + [
+        F.col("attributes").getItem(name).cast(kind).alias(name)
+        for name, kind in sorted(attributes.items())]
+
+
+@dataclass
+class Detection:
+    """One batch's gold rows and, per live-archive query, its archive-access record."""
+
+    rows: Any  # pyspark DataFrame of gold.complex_events rows
+    access: list[dict[str, Any]] = field(default_factory=list)
+
+
 def detect(spark, queries: Sequence[QueryDefinition], new_events, history, version: int,  # noqa: ANN001
-           batch_id: int, detected: datetime, buckets: int = 8):  # noqa: ANN201 - DataFrame
-    """Gold rows of every query for one batch of ``new_events`` over ``history``.
+           batch_id: int, detected: datetime, buckets: int = 8, strategy: str = "",
+           rbuffer: RecentBuffer | None = None) -> Detection:
+    """Gold rows of every query for one batch of ``new_events`` over ``history`` (silver
+    at the pinned ``version``). ``strategy`` overrides the live-archive queries' own.
 
     Keys are hashed into ``buckets`` groups; each group is one engine call.
     """
-    new_events = new_events.select(*ENGINE_COLUMNS)
-    history = history.select(*ENGINE_COLUMNS)
+    columns = engine_columns(queries)
+    new_events = new_events.select(*columns)
+    history = history.select(*columns)
 
     def touched_history(keys: Sequence[str]):  # noqa: ANN202 - history of the batch's keys
         if not keys:
             return history
         return history.join(new_events.select(*keys).distinct(), list(keys), "left_semi")
 
-    results = []
+    results, access = [], []
     for query in queries:
         if isinstance(query, PatternQuery):
             keys = _compiled(query.query).partition_by
@@ -261,18 +311,114 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
                     pattern_matcher(query, version, batch_id, detected), GOLD_DDL)
             )
         else:
-            # Each live match's range RA is cut out of its key's history in the UDF.
-            live = _bucketed(new_events, [query.key], buckets).groupBy(BUCKET).applyInPandas(
-                live_matcher(query), LIVE_DDL)
-            scope = touched_history([query.key])
-            joined = live.groupBy(BUCKET).cogroup(
-                _bucketed(scope, [query.key], buckets).groupBy(BUCKET)
-            ).applyInPandas(archive_joiner(query, version, batch_id, detected), GOLD_DDL)
-            results.append(joined)
+            rows, record = _live_archive(spark, query, new_events, history, version, batch_id,
+                                         detected, buckets, strategy or query.strategy,
+                                         rbuffer)
+            results.append(rows)
+            access.append(record)
     out = results[0]
     for frame in results[1:]:
         out = out.unionByName(frame)
-    return out.dropDuplicates(["query_id", "match_id"])
+    return Detection(out.dropDuplicates(["query_id", "match_id"]), access)
+
+
+def _live_archive(spark, query: LiveArchiveQuery, new_events, history, version: int,  # noqa: ANN001, ANN202, PLR0913
+                  batch_id: int, detected: datetime, buckets: int, strategy: str,
+                  rbuffer: RecentBuffer | None):
+    """Live step (Spark) -> plan (driver, cep_core) -> archive reads (RBuffer, then Delta
+    with data skipping) -> join (Spark). Returns the gold rows and the access record."""
+    from pyspark.sql import functions as F
+
+    from cep_core.live_archive import (
+        LiveInstance,
+        Selectivity,
+        archive_first_exact,
+        choose,
+        make_plan,
+        ollaa_drive,
+        sample_selectivity,
+    )
+
+    started = time.perf_counter()
+    spec, key = _spec(query), query.key
+    marked = history.join(new_events.select("event_id").withColumn("_new", F.lit(True)),
+                          "event_id", "left")
+    scope = marked.join(new_events.select(key).distinct(), [key], "left_semi")
+    live = _bucketed(scope, [key], buckets).groupBy(BUCKET).applyInPandas(
+        live_finder(query), LIVE_DDL).localCheckpoint(eager=True)
+    light = live.select("key", "lo", "hi", "live_start", "live_end").toPandas()
+    light = light.sort_values(["live_end", "live_start"], kind="stable")
+    instances = [LiveInstance(k, s, e, lo, hi) for k, s, e, lo, hi in zip(
+        light["key"], light["live_start"], light["live_end"], light["lo"], light["hi"],
+        strict=True)]
+
+    # Strategy: 'auto' and OLLAA weigh the live selectivity (this batch) against the
+    # archive's (a sample of the batch's keys' history until issue 6's statistics exist).
+    settings = query.settings()
+    drive, reason = "live", ""
+    if strategy in ("auto", "ollaa"):
+        new_count = new_events.count()
+        sel_live = Selectivity(len(instances) / max(new_count, 1), f"batch of {new_count}")
+        sample_keys = [r[0] for r in new_events.select(key).distinct().limit(50).collect()]
+        sample = history.where(F.col(key).isin(sample_keys)).limit(settings.sample_rows)
+        sel_archive = sample_selectivity(spec.archive, sample.toPandas(), key,
+                                         settings.sample_rows)
+        exact = archive_first_exact(spec)
+        if strategy == "auto":
+            strategy, reason = choose(settings, sel_live, sel_archive, exact)
+            drive = "archive" if strategy == "ollaa" else "live"
+        else:
+            drive, reason = ollaa_drive(sel_live, sel_archive, exact)
+    plan = make_plan(spec, strategy, instances, settings, reason, drive)
+
+    loads = pd.DataFrame(
+        [(k, load.lo, load.hi) for load in plan.loads for k in (load.keys or (None,))],
+        columns=["key", "lo", "hi"])
+    in_buffer = (loads["lo"].map(rbuffer.covers) if rbuffer is not None and len(loads)
+                 else pd.Series(False, index=loads.index)).astype(bool)
+    delta_rows, metrics = read_ranges(spark, history, loads[~in_buffer], key,
+                                      list(history.columns))
+    parts = [] if delta_rows is None else [delta_rows]
+    buffered = 0
+    if in_buffer.any():
+        assert rbuffer is not None
+        found = rbuffer.rows_for(loads[in_buffer], key)[list(history.columns)]
+        buffered = len(found)
+        if buffered:
+            parts.append(spark.createDataFrame(found, schema=history.schema))
+    rows = parts[0] if parts else history.limit(0)
+    for part in parts[1:]:
+        rows = rows.unionByName(part)
+    rows = rows.dropDuplicates(["event_id"])
+    gold_rows = _bucketed(live, ["key"], buckets).groupBy(BUCKET).cogroup(
+        _bucketed(rows, [key], buckets).groupBy(BUCKET)
+    ).applyInPandas(archive_joiner(query, strategy, version, batch_id, detected), GOLD_DDL)
+    record = {
+        "query_id": query.id, "query_version": query.version, "batch_id": batch_id,
+        "history_version": version, "strategy": strategy,
+        "reason": plan.reason or strategy, "live_matches": len(instances),
+        "loads": len(plan.loads), "buffer_loads": int(in_buffer.sum()),
+        "rows_loaded": _rows_per_loads(spark, delta_rows, loads[~in_buffer], key) + buffered,
+        "rows_from_buffer": buffered, "delta_files_read": metrics.files_read,
+        "delta_files_total": metrics.files_total, "delta_rows_scanned": metrics.rows_scanned,
+        "seconds": time.perf_counter() - started,
+    }
+    return gold_rows, record
+
+
+def _rows_per_loads(spark, rows, loads: pd.DataFrame, key: str) -> int:  # noqa: ANN001
+    """Rows the loads ask for, each load counted on its own (overlapping ranges, as LLAA's,
+    count once per load): the cost model's rows loaded."""
+    from pyspark.sql import functions as F
+
+    if rows is None or loads.empty:
+        return 0
+    if loads["key"].isna().any():
+        return rows.count()
+    ranges = spark.createDataFrame(loads.astype({"key": str}), "_k STRING, lo LONG, hi LONG")
+    t = F.unix_micros(F.col("event_time")) * 1000
+    return rows.join(F.broadcast(ranges), (F.col(key) == F.col("_k")) & (t >= F.col("lo"))
+                     & (t < F.col("hi"))).count()
 
 
 def merge_into_gold(spark, settings: Settings, rows) -> None:  # noqa: ANN001
@@ -287,26 +433,69 @@ def merge_into_gold(spark, settings: Settings, rows) -> None:  # noqa: ANN001
     )
 
 
+def record_access(spark, settings: Settings, records: list[dict[str, Any]],  # noqa: ANN001
+                  detected: datetime) -> None:
+    """Upsert the batch's archive-access rows (one per live-archive query)."""
+    from delta.tables import DeltaTable
+
+    if not records:
+        return
+    table = LakeTable(spark, settings, "gold.archive_access").ensure()
+    stamp = pd.Timestamp(detected).tz_localize(None)
+    frame = pd.DataFrame([{**r, "detection_time": stamp} for r in records])
+    rows = spark.createDataFrame(frame[schemas.columns("gold.archive_access")],
+                                 schemas.ddl("gold.archive_access").replace(" NOT NULL", ""))
+    (
+        DeltaTable.forPath(spark, table.path).alias("t")
+        .merge(rows.alias("s"), "t.query_id = s.query_id AND t.batch_id = s.batch_id")
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+
+
 def run(spark, settings: Settings, *, continuous: bool = False,  # noqa: ANN001
         queries: Sequence[QueryDefinition] | None = None) -> StreamRun:
     silver = LakeTable(spark, settings, "silver.events").ensure()
     LakeTable(spark, settings, "gold.complex_events").ensure()
-    queries = list(queries or load_queries())
+    queries = list(queries or load_queries(settings.queries_dir))
     for query in queries:  # fail fast on a bad query, before any data moves
-        texts = [query.query] if isinstance(query, PatternQuery) else [query.live, query.archive]
-        for text in texts:
-            _compiled(text)
+        if isinstance(query, PatternQuery):
+            _compiled(query.query)
+        else:
+            _spec(query)
     log(f"{QUERY}: queries {', '.join(f'{q.id} v{q.version}' for q in queries)}")
+    live_archive = [q for q in queries if isinstance(q, LiveArchiveQuery)]
+    if live_archive:
+        names = ", ".join(f"{q.id}: {settings.live_archive_strategy or q.strategy}"
+                          for q in live_archive)
+        log(f"{QUERY}: live-archive strategies {names}; RBuffer {settings.rbuffer_rows} rows")
+    rbuffer = RecentBuffer(settings.rbuffer_rows) if live_archive else None
+    columns = engine_columns(queries)
 
     def each_batch(batch, batch_id: int) -> None:  # noqa: ANN001
         version = silver.version()
         detected = datetime.now(UTC)
-        rows = detect(spark, queries, batch, silver.as_of(version), version, batch_id, detected,
-                      buckets=settings.spark_shuffle_partitions * 2)
-        rows = rows.persist()
+        history = silver.as_of(version)
+        if rbuffer is not None:
+            rbuffer.update(history, version, batch, columns)
+        found = detect(spark, queries, batch, history, version, batch_id, detected,
+                       buckets=settings.spark_shuffle_partitions * 2,
+                       strategy=settings.live_archive_strategy, rbuffer=rbuffer)
+        rows = found.rows.persist()
         try:
             merge_into_gold(spark, settings, rows)
-            log(f"{QUERY}: batch {batch_id}: {rows.count()} complex events detected "
+            counts = dict(rows.groupBy("query_id").count().collect())
+            for record in found.access:
+                record["complex_events"] = int(counts.get(record["query_id"], 0))
+                log(f"{QUERY}: batch {batch_id}: {record['query_id']}: {record['strategy']} "
+                    f"({record['reason']}); {record['live_matches']} live matches, "
+                    f"{record['loads']} loads ({record['buffer_loads']} from RBuffer), "
+                    f"{record['rows_loaded']} rows loaded, Delta files "
+                    f"{record['delta_files_read']}/{record['delta_files_total']}, "
+                    f"{record['delta_rows_scanned']} rows scanned")
+            record_access(spark, settings, found.access, detected)
+            log(f"{QUERY}: batch {batch_id}: {sum(counts.values())} complex events detected "
                 f"(silver history pinned at version {version})")
         finally:
             rows.unpersist()

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from lakecep.config import ConfigError, Settings, load_settings
 
-JOBS = ("bronze", "silver", "gold", "quality")
+JOBS = ("bronze", "silver", "optimize", "gold", "quality")
 
 
 def _spark(settings: Settings, app: str):  # noqa: ANN202
@@ -27,6 +27,16 @@ def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
     from lakecep.generate import generate
 
     started = time.monotonic()
+    if args.kind == "stock":
+        from lakecep.ticks import ticks, write_landing
+
+        frame = ticks(symbols=args.symbols, hours=args.hours, seed=args.seed)
+        files = write_landing(frame, settings.landing, lines_per_file=args.lines_per_file,
+                              overwrite=args.clean)
+        print(f"generated {len(frame)} stock ticks of {args.symbols} symbols in {len(files)} "
+              f"files under {settings.landing} in {time.monotonic() - started:.1f}s; run the "
+              "stock example with LAKECEP_QUERIES_DIR=queries/examples")
+        return 0
 
     def progress(done: int, total: int) -> None:
         print(f"\r  wrote file {done}/{total}", end="", file=sys.stderr, flush=True)
@@ -132,6 +142,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "readers A -> B -> C -> D, with duplicates, malformed lines, late and "
                          "out-of-order events) into $LAKECEP_HOME/landing/events, and its "
                          "ground truth into $LAKECEP_HOME/landing/_truth/truth.json.")
+    gen.add_argument("--kind", choices=("rfid", "stock"), default="rfid",
+                     help="rfid: the RFID scenario (default); stock: stock ticks with planted "
+                     "falls and check-marks for queries/examples/stock_check.toml")
+    gen.add_argument("--symbols", type=int, default=20, help="--kind stock: number of symbols")
+    gen.add_argument("--hours", type=float, default=48.0, help="--kind stock: hours of ticks")
     gen.add_argument("--events", type=int, default=20_000, help="approximate number of lines")
     gen.add_argument("--seed", type=int, default=7, help="random seed (same seed, same files)")
     gen.add_argument("--lines-per-file", type=int, default=5_000, help="lines per landing file")
@@ -153,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="replace generated files already in the landing folder")
     gen.set_defaults(func=cmd_generate)
 
-    run = sub.add_parser("run", help="run a pipeline job (bronze, silver, gold, quality or all)",
+    run = sub.add_parser("run", help="run a job (bronze, silver, optimize, gold, quality or all)",
                          description="Run a job on what has landed and exit (availableNow), or "
                          "keep running with --continuous. Jobs are idempotent: re-running or "
                          "restarting after a crash neither loses nor duplicates rows.")

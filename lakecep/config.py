@@ -46,6 +46,11 @@ class Settings:
     #: RBuffer: how many of the newest silver events the gold job keeps in memory to
     #: serve recent archive ranges without reading Delta.
     rbuffer_rows: int = 200_000
+    #: The optimize job z-orders silver.events once this many files were appended since
+    #: its last OPTIMIZE.
+    optimize_min_files: int = 16
+    #: Target rows per file when the optimize job rewrites silver.events.
+    optimize_file_rows: int = 200_000
 
     # Derived locations -------------------------------------------------------------
     @property

@@ -124,10 +124,11 @@ def test_pipeline_dag_present(parsed: dict) -> None:
 
 def test_pipeline_task_order(parsed: dict) -> None:
     tasks = parsed["dags"]["lakecep_pipeline"]["tasks"]
-    assert set(tasks) == {"bronze", "silver", "gold", "quality"}
+    assert set(tasks) == {"bronze", "silver", "optimize", "gold", "quality"}
     assert tasks["bronze"]["upstream"] == []
     assert tasks["silver"]["upstream"] == ["bronze"]
-    assert tasks["gold"]["upstream"] == ["silver"]
+    assert tasks["optimize"]["upstream"] == ["silver"]
+    assert tasks["gold"]["upstream"] == ["optimize"]
     assert tasks["quality"]["upstream"] == ["gold"]
     assert tasks["quality"]["downstream"] == []
 

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 DAG_ID = "lakecep_pipeline"
-TASKS = ["bronze", "silver", "gold", "quality"]
+TASKS = ["bronze", "silver", "optimize", "gold", "quality"]
 LOGICAL_DATE = "2026-01-01T00:00:00+00:00"
 
 

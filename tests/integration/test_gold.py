@@ -54,7 +54,7 @@ def test_gold_patterns_late_events_and_exactly_once(spark, local) -> None:  # no
     assert abc.partition_key == "t1" and abc.strategy == "batch"
     assert abc.measures["a_id"] == "e1" and abc.start_time == T0
     transit = first[("rfid_transit", ("e10", "e1", "e2"))]
-    assert transit.strategy == "lazy" and transit.end_time == T0 + timedelta(hours=6)
+    assert transit.strategy == "llaa" and transit.end_time == T0 + timedelta(hours=6)
     silver_version = LakeTable(spark, local, "silver.events").version()
     assert transit.history_version == silver_version
 
@@ -70,7 +70,7 @@ def test_gold_patterns_late_events_and_exactly_once(spark, local) -> None:  # no
     silver_events = LakeTable(spark, local, "silver.events")
     version = silver_events.version()
     rows = gold.detect(spark, gold.load_queries(), silver_events.read(),
-                       silver_events.as_of(version), version, 99, datetime.now())
+                       silver_events.as_of(version), version, 99, datetime.now()).rows
     gold.merge_into_gold(spark, local, rows)
     assert len(LakeTable(spark, local, "gold.complex_events").read().collect()) == len(second)
 
@@ -82,3 +82,48 @@ def test_gold_patterns_late_events_and_exactly_once(spark, local) -> None:  # no
     before = spark.sql(f"SELECT count(*) FROM silver.events VERSION AS OF "
                        f"{transit.history_version}").first()[0]
     assert before == 9 < spark.sql("SELECT count(*) FROM silver.events").first()[0]
+
+
+def test_live_archive_late_archive_events_and_every_strategy(spark, local) -> None:  # noqa: ANN001
+    # Batch 1: t5 exits at D before its A and B have arrived (the readers upload late).
+    land_and_run(spark, local, "f1.jsonl", [
+        read(1, "t4", "A", 0), read(2, "t4", "B", 1), read(3, "t4", "D", 3),
+        read(4, "t5", "D", 10),
+    ])
+    transit = {k for k in gold_rows(spark, local) if k[0] == "rfid_transit"}
+    assert transit == {("rfid_transit", ("e3", "e1", "e2"))}
+    # Batch 2: t5's late A and B (inside the 24 h before its D) join the earlier live match.
+    land_and_run(spark, local, "f2.jsonl", [read(5, "t5", "A", 2), read(6, "t5", "B", 4)])
+    transit = {k for k in gold_rows(spark, local) if k[0] == "rfid_transit"}
+    assert transit == {("rfid_transit", ("e3", "e1", "e2")), ("rfid_transit", ("e4", "e5", "e6"))}
+    access = LakeTable(spark, local, "gold.archive_access").read().orderBy("batch_id").collect()
+    assert [a.live_matches for a in access] == [2, 1]  # batch 2 re-joins t5's live match
+    assert all(a.strategy == "llaa" and a.loads == a.live_matches for a in access)
+    # The small table fits in the RBuffer: every range is served from memory.
+    assert [(a.buffer_loads, a.delta_rows_scanned) for a in access] == [(2, 0), (1, 0)]
+    assert [a.complex_events for a in access] == [1, 1]
+
+    # Every strategy finds the same complex events over the same silver (one batch).
+    silver_events = LakeTable(spark, local, "silver.events")
+    version = silver_events.version()
+    queries = [q for q in gold.load_queries() if q.id == "rfid_transit"]
+    found = {}
+    for strategy in ("alaa", "llaa", "ollaa", "sllaa", "auto"):
+        query = dataclasses.replace(queries[0], tolerated_latency=timedelta(hours=1))
+        result = gold.detect(spark, [query], silver_events.read(), silver_events.as_of(version),
+                             version, 7, datetime.now(), strategy=strategy)
+        rows = result.rows.collect()
+        found[strategy] = sorted((tuple(r.live_event_ids), tuple(r.archive_event_ids),
+                                  r.match_number) for r in rows)
+        record = result.access[0]
+        assert {r.strategy for r in rows} <= {record["strategy"]}
+        # No RBuffer here: every load reads Delta.
+        assert record["delta_rows_scanned"] >= record["rows_loaded"] > 0
+        if strategy == "alaa":
+            # Rmax: every event of every tag before the last live start (e4 at 10 h).
+            assert record["loads"] == 1 and record["rows_loaded"] == 5
+        if strategy == "llaa":
+            assert record["loads"] == record["live_matches"] == 2
+            assert record["rows_loaded"] == 4  # t4's A, B and t5's A, B
+    assert found["llaa"] == [(("e3",), ("e1", "e2"), 1), (("e4",), ("e5", "e6"), 1)]
+    assert all(v == found["llaa"] for v in found.values()), found
