@@ -228,7 +228,7 @@ class FrameArchive:
             idx = np.sort(self._by_time[a:b])
         else:
             parts = []
-            for k in keys:
+            for k in dict.fromkeys(keys):  # a key named twice is read once
                 span = self._spans.get(k)
                 if span is None:
                     continue

@@ -11,8 +11,9 @@ all partitions in one DataFrame (sorted by partition and order keys, so each fee
 concatenation and one sort rather than work per key) and small per-key counters, and
 serialises to bytes so that a streaming job can checkpoint it between micro-batches.
 
-Spilling cold partitions to disk (TPM / STPM in seed 000) belongs here too; it is not
-implemented yet.
+An :class:`~cep_core.streaming.IncrementalMatcher` with a ``capacity`` keeps only that many
+partition keys here and spills the others to disk (TPM / STPM of seed 000), see
+:mod:`cep_core.spilling` and ``docs/partial-matches.md``.
 """
 
 from __future__ import annotations

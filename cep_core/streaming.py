@@ -14,6 +14,11 @@ attempt from it and all earlier attempts of its partition are final). CONSUMPTIO
 process each row once it arrives, keeping the open instances of each partition
 (:class:`cep_core.consumption.Consumer`) in the store.
 
+With ``capacity`` set, at most that many partition keys stay in memory between feeds; the
+others are spilled to local disk and read back when a batch touches them (TPM or STPM
+policy, :mod:`cep_core.spilling`, ``docs/partial-matches.md``). Spilling changes the cost,
+never the output.
+
 >>> import pandas as pd
 >>> inc = IncrementalMatcher(
 ...     "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n "
@@ -28,18 +33,28 @@ process each row once it arrives, keeping the open instances of each partition
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
 from . import ast
-from .api import CompiledQuery, Match, _Bound, _Partition, _select, compile_query
+from .api import CompiledQuery, Match, _Bound, _order_numbers, _Partition, _select, compile_query
 from .consumption import Consumer, Instance
 from .errors import QueryError
 from .expressions import MatchState, to_python, walk
 from .matcher import Matcher, RawMatch
 from .partial_matches import ROW_ID, PartialMatchStore, PartitionState
+from .spilling import (
+    Progress,
+    SpillManager,
+    SpillStats,
+    TransitionStats,
+    records_from_snapshot,
+    time_numbers,
+)
 
 Emitted = tuple[list[Match], pd.DataFrame | None]  # matches, output rows (None: none)
 
@@ -66,13 +81,31 @@ class IncrementalMatcher:
     ``Match.rows`` are global feed numbers: the n-th row ever fed (0-based, counting every
     batch in order). Rows of a partition must arrive in ORDER BY order across batches;
     rows that sort before rows already settled are dropped and counted in ``late_rows``.
+
+    Bounded store (``docs/partial-matches.md``): ``capacity`` = the most partition keys kept
+    in memory between feeds (None: unbounded, the default); ``policy`` = ``"tpm"`` (spill
+    the keys that entered memory first) or ``"stpm"`` (spill the lowest
+    ``W = e.t + Δt_i · p_i`` first, with ``transitions`` giving Δt_i and p_i -- a
+    :class:`~cep_core.spilling.TransitionStats` or its dict; without it W = e.t);
+    ``spill_dir`` = where the spill directory is made (default: the temporary directory);
+    ``spill_batch`` = the fewest keys written per spill (ΔR). Counters: :attr:`spill_stats`.
+    Call :meth:`close` (or use ``with``) to delete the spill files.
     """
 
-    def __init__(self, query: str | CompiledQuery, store: PartialMatchStore | None = None):
+    def __init__(self, query: str | CompiledQuery, store: PartialMatchStore | None = None,
+                 *, capacity: int | None = None, policy: str = "tpm",
+                 spill_dir: str | Path | None = None,
+                 transitions: TransitionStats | Mapping[str, Sequence[float]] | None = None,
+                 spill_batch: int = 1):
         self.compiled = query if isinstance(query, CompiledQuery) else compile_query(query)
         self.store = store or PartialMatchStore()
         self.fed = 0
         self.late_rows = 0
+        self._spill: SpillManager | None = None
+        if capacity is not None:
+            self._spill = SpillManager(capacity, policy, spill_dir, transitions, spill_batch)
+            self._spill.adopt(self.store)
+            self._spill.enforce(self.store, self._partition_columns(self.store.frame))
         self._lookback = lookback(self.compiled)
         m = self.compiled.match
         # Only NEXT can read rows that have not arrived yet (CONSUMPTION undoes such rows).
@@ -102,24 +135,49 @@ class IncrementalMatcher:
                            None if frame is None else frame.drop(columns=[ROW_ID]))
 
     def buffered_rows(self) -> int:
+        """Rows buffered in memory (not counting spilled keys)."""
         return self.store.buffered_rows()
 
+    @property
+    def spill_stats(self) -> SpillStats | None:
+        """Counters of the bounded store (hits, misses, spilled, ...); None if unbounded."""
+        return None if self._spill is None else self._spill.stats
+
+    def close(self) -> None:
+        """Delete the spill files (keys on disk are lost: flush first)."""
+        if self._spill is not None:
+            self._spill.close()
+
+    def __enter__(self) -> IncrementalMatcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def to_bytes(self) -> bytes:
-        return self.store.to_bytes({"query": self.compiled.text, "fed": self.fed,
-                                    "late_rows": self.late_rows})
+        """The state as bytes; spilled keys are read from disk (without moving them) and
+        saved with it, so the bytes hold everything."""
+        extra: dict[str, Any] = {"query": self.compiled.text, "fed": self.fed,
+                                 "late_rows": self.late_rows}
+        if self._spill is not None and self._spill.spilled_keys():
+            extra["spilled"] = self._spill.snapshot()
+        return self.store.to_bytes(extra)
 
     @classmethod
     def from_bytes(cls, data: bytes, query: str | CompiledQuery | None = None,
-                   ) -> IncrementalMatcher:
-        """Restore a matcher saved with :meth:`to_bytes` (the query must be the same)."""
+                   **options: Any) -> IncrementalMatcher:
+        """Restore a matcher saved with :meth:`to_bytes` (the query must be the same).
+        ``options`` are the bounded-store arguments of the constructor (``capacity``, ...);
+        saved spilled keys are read into memory, then spilled again if over capacity."""
         store, extra = PartialMatchStore.load(data)
+        records_from_snapshot(store, extra.get("spilled", {}))
         text = extra["query"]
         if query is None:
             query = text
         given = query.text if isinstance(query, CompiledQuery) else query
         if given != text:
             raise ValueError("the saved state belongs to a different query")
-        inc = cls(query, store)
+        inc = cls(query, store, **options)
         inc.fed = int(extra["fed"])
         inc.late_rows = int(extra["late_rows"])
         return inc
@@ -132,12 +190,38 @@ class IncrementalMatcher:
         batch = batch.reset_index(drop=True).assign(
             **{ROW_ID: np.arange(self.fed, self.fed + len(batch), dtype=np.int64)})
         self.fed += len(batch)
-        return self._process(batch, open_=True, want_table=table)
+        if self._spill is None:
+            return self._process(batch, open_=True, want_table=table)
+        times = time_numbers(batch, self.compiled._bind(batch).order_cols)
+        self._spill.before_feed(self.store, self._keys(batch),
+                                float(times.min()) if len(times) else np.inf)
+        emitted = self._process(batch, open_=True, want_table=table)
+        self._spill.enforce(self.store, self._partition_columns(batch))
+        return emitted
 
     def _flush(self, table: bool) -> Emitted:
-        if self.store.buffered_rows() == 0:
-            return [], None
-        return self._process(None, open_=False, want_table=table)
+        if self._spill is not None:
+            self._spill.reload_all(self.store)
+        emitted: Emitted = [], None
+        if self.store.buffered_rows():
+            emitted = self._process(None, open_=False, want_table=table)
+        if self._spill is not None:
+            self._spill.enforce(self.store, self._partition_columns(self.store.frame))
+        return emitted
+
+    def _partition_columns(self, like: pd.DataFrame | None) -> list[str]:
+        """The PARTITION BY columns as named in frames like ``like``."""
+        if like is None or not self.compiled.match.partition_by:
+            return []
+        return self.compiled._bind(like).partition_cols
+
+    def _keys(self, batch: pd.DataFrame) -> list[tuple[Any, ...]]:
+        """The distinct partition keys of ``batch`` (as the matcher makes them)."""
+        cols = self._partition_columns(batch)
+        if not cols:
+            return [()] if len(batch) else []
+        rows = zip(*(batch[c].tolist() for c in cols), strict=True)
+        return list(dict.fromkeys(tuple(to_python(v) for v in row) for row in rows))
 
     def _table(self, table: pd.DataFrame | None, like: pd.DataFrame | None) -> pd.DataFrame:
         """``table``, or (if nothing was emitted) an empty result with the columns an input
@@ -181,6 +265,14 @@ class IncrementalMatcher:
         out: list[Match] = []
         parts: list[_Partition] = []
         mode = self.compiled.match.consumption
+        spill = self._spill
+        progress = None
+        if spill is not None:
+            progress = Progress(self.compiled, matcher.conditions.local,
+                                time_numbers(work, bound.order_cols))
+            within = self.compiled.match.within
+            if within is not None and len(work) and spill.window == np.inf:
+                spill.window = _order_numbers(work[bound.order_cols[0]].iloc[:1], within)[1]
         try:
             for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
                 marks = np.flatnonzero(is_settled[lo:hi])
@@ -204,6 +296,14 @@ class IncrementalMatcher:
                     needed = start
                 if part.matches:
                     parts.append(part)
+                if spill is not None and progress is not None:
+                    first_open = min(start, needed)
+                    weight = 0.0
+                    if spill.policy == "stpm":  # W = e.t + Δt_i · p_i
+                        i = progress.state(first_open, hi)
+                        weight = float(progress.times[hi - 1]) + spill.transitions.weight(i)
+                    spill.touched(key, weight, float(progress.times[first_open])
+                                  if first_open < hi else None)
                 cut = max(lo, min(start, needed) - reach)
                 keep[lo:cut] = False
                 state.trimmed += cut - lo

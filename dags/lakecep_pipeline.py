@@ -112,7 +112,7 @@ child process (the Spark jobs never run inside the Airflow worker process):
 |------|-------|-----------------------|
 | `bronze`  | landing JSON lines (`lakecep://landing/events`) | `lakecep://bronze/events` |
 | `silver`  | `lakecep://bronze/events` | `lakecep://silver/events` |
-| `optimize` | `lakecep://silver/events` | clusters silver by (object_id, event_time) once enough new files piled up, so archive range reads skip files |
+| `optimize` | `lakecep://silver/events` | clusters silver by (object_id, event_time) |
 | `gold`    | `lakecep://silver/events` | `lakecep://gold/complex_events` (CEP matches) |
 | `quality` | bronze + silver + gold | `lakecep://gold/quality_results` (Great Expectations) |
 

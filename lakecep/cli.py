@@ -168,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="replace generated files already in the landing folder")
     gen.set_defaults(func=cmd_generate)
 
-    run = sub.add_parser("run", help="run a job (bronze, silver, optimize, gold, quality or all)",
+    run = sub.add_parser("run", help="run a job (bronze, silver, optimize, gold, quality, all)",
                          description="Run a job on what has landed and exit (availableNow), or "
                          "keep running with --continuous. Jobs are idempotent: re-running or "
                          "restarting after a crash neither loses nor duplicates rows.")

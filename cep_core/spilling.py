@@ -1,0 +1,505 @@
+"""Bounded partial-match store: spill cold partition keys to local disk (TPM / STPM).
+
+The unit of spilling is one partition key's state -- its buffered rows, their "settled"
+marks and its :class:`~cep_core.partial_matches.PartitionState` -- the entity (TID) of seed
+000. :class:`SpillManager` keeps at most ``capacity`` keys in memory between feeds (during a
+feed, every key the batch touches is in memory as well). When there are more, it writes the
+lowest-priority keys to a segment file, at least ``spill_batch`` (ΔR) of them at a time:
+
+* ``"tpm"`` (temporal): oldest first, in the order the keys entered memory (created, or
+  read back after a miss); updates do not move a key -- the paper's creation-ordered buffer.
+* ``"stpm"`` (spatio-temporal): lowest ``W = e.t + Δt_i · p(E_{i+1} | E_i)`` first, where
+  ``e.t`` is the time of the key's last row, ``i`` how far its open partial match got (see
+  :class:`Progress`), and ``Δt_i``, ``p_i`` come from :class:`TransitionStats`. A heap with
+  lazy deletion: every update pushes a new record, stale records are dropped when popped.
+
+A batch row for a key on disk is a *miss*: the key is read back before matching. A key in
+memory is a *hit*, a key never seen is *new*; so ``hits + misses + new_keys`` is the number
+of (feed, distinct key) pairs. Spilling never changes the output: a key's state is written
+and read back unchanged, and a key is always in memory when its rows are matched.
+
+Disk format: one directory per matcher (a fresh ``lakecep-spill-*`` directory, inside
+``spill_dir`` if given, else in the system temporary directory). Each spill appends one
+segment file ``seg-<n>.bin`` holding one pickle per key: ``(rows, settled, state)`` with
+``rows`` the key's buffered rows (a DataFrame), ``settled`` their marks (a bool array) and
+``state`` the PartitionState fields. An in-memory index maps each spilled key to
+(segment, offset, length); a segment is deleted once all its keys have been read back, and
+the directory on :meth:`SpillManager.close` (or when the manager is garbage-collected).
+The files are private scratch space: they are pickles, read only by the process that wrote
+them.
+
+>>> TransitionStats.from_dict({"max_gap": [0, 5, 2], "probability": [0, 0.5, 1]}).weight(1)
+2.5
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import pickle
+import shutil
+import tempfile
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd  # type: ignore[import-untyped, unused-ignore]
+
+from . import ast
+from .api import CompiledQuery, _order_numbers, compile_query
+from .expressions import to_python
+from .partial_matches import ROW_ID, PartialMatchStore, PartitionState
+
+POLICIES = ("tpm", "stpm")
+Key = tuple[Any, ...]
+
+
+# ---------------------------------------------------------------------- statistics
+@dataclass
+class TransitionStats:
+    """Per state ``i`` (how many variables of the chain an open partial match has
+    matched, see :class:`Progress`): ``max_gap[i]`` = Δt_i, the largest observed time
+    between entering state ``i`` and entering ``i + 1``, in the units of the first ORDER
+    BY column (nanoseconds for timestamps); ``probability[i]`` = p(E_{i+1} | E_i), the
+    share of partial matches that entered state ``i`` and went on to ``i + 1``. State 0 is
+    "no open partial match" (the estimator gives it 0, 0). States beyond the lists weigh 0.
+    """
+
+    max_gap: list[float] = field(default_factory=list)
+    probability: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if len(self.max_gap) != len(self.probability):
+            raise ValueError("TransitionStats: max_gap and probability need the same length")
+        if any(not 0.0 <= p <= 1.0 for p in self.probability):
+            raise ValueError("TransitionStats: probabilities must lie in [0, 1]")
+        if any(g < 0 for g in self.max_gap):
+            raise ValueError("TransitionStats: gaps must not be negative")
+
+    def weight(self, state: int) -> float:
+        """Δt_i · p_i (0 for states without statistics)."""
+        if 0 <= state < len(self.max_gap):
+            return float(self.max_gap[state]) * float(self.probability[state])
+        return 0.0
+
+    def to_dict(self) -> dict[str, list[float]]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Sequence[float]]) -> TransitionStats:
+        return cls([float(g) for g in data["max_gap"]],
+                   [float(p) for p in data["probability"]])
+
+
+def chain(compiled: CompiledQuery) -> list[int]:
+    """The variables whose progress defines the state of a partial match, as indices into
+    ``compiled.variables``: for a concatenation of single variables ``(A B C D)`` exactly
+    those; for any other pattern (the generic fallback) the non-negated variables in order of
+    first appearance, e.g. ``A B+ C`` -> A, B, C."""
+    names: dict[str, None] = {}
+
+    def walk(p: ast.Pattern) -> None:
+        if isinstance(p, ast.Var):
+            names.setdefault(p.name, None)
+        elif isinstance(p, ast.Concat | ast.Alternation | ast.Permute):
+            for item in p.items:
+                walk(item)
+        elif isinstance(p, ast.Group | ast.Exclusion | ast.Quantified):
+            walk(p.body)
+        # Negation and anchors add no step
+
+    walk(compiled.match.pattern)
+    index = {name: i for i, name in enumerate(compiled.variables)}
+    return [index[n] for n in names]
+
+
+def time_numbers(work: pd.DataFrame, order_cols: Sequence[str]) -> np.ndarray:
+    """Each row's time as a float: the first ORDER BY column (``order_cols[0]``;
+    nanoseconds for timestamps and intervals, the value for numbers); the feed number
+    (:data:`ROW_ID`, else the position) when there is no usable ORDER BY column. Missing
+    values count as the smallest time seen (cold)."""
+    series = work[order_cols[0]] if order_cols else None
+    values: np.ndarray | None = None
+    if series is not None:
+        if pd.api.types.is_datetime64_any_dtype(series.dtype):
+            s = series
+            if getattr(s.dt, "tz", None) is not None:
+                s = s.dt.tz_convert("UTC").dt.tz_localize(None)
+            values = s.astype("datetime64[ns]").to_numpy().astype("int64").astype(float)
+            values[s.isna().to_numpy()] = np.nan
+        elif pd.api.types.is_timedelta64_dtype(series.dtype):
+            values = series.astype("timedelta64[ns]").to_numpy().astype("int64").astype(float)
+            values[series.isna().to_numpy()] = np.nan
+        elif pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(
+                series.dtype):
+            values = series.to_numpy(dtype=float, na_value=np.nan)
+    if values is None:
+        return work[ROW_ID].to_numpy().astype(float) if ROW_ID in work else np.arange(
+            len(work), dtype=float)
+    if np.isnan(values).any():
+        values = np.where(np.isnan(values), np.nanmin(values) if (~np.isnan(values)).any()
+                          else 0.0, values)
+    return values
+
+
+class Progress:
+    """How far the open partial match of a partition got (its state ``i``), from the rows
+    of the open attempt and the row-local part of each variable's DEFINE condition (a
+    variable without one accepts every row).
+
+    With the default contiguity (STRICT) the state is the length of the longest prefix of
+    :func:`chain` matched by consecutive rows from the attempt's first row; with SKIP TILL
+    NEXT/ANY MATCH, by a subsequence (greedy). For ``(A B C D)`` this is exactly the number
+    of variables the open attempt has matched; for other patterns it is a heuristic. It
+    only decides which keys are spilled first, never what is matched."""
+
+    def __init__(self, compiled: CompiledQuery, local: Sequence[np.ndarray | None],
+                 times: np.ndarray):
+        self.steps = [local[v] for v in chain(compiled)]
+        self.strict = compiled.match.selection == "STRICT"
+        self.times = times
+
+    def state(self, lo: int, hi: int) -> int:
+        """The state of an open attempt over rows ``lo..hi-1``."""
+        i = 0
+        n = len(self.steps)
+        for r in range(lo, hi):
+            if i == n:
+                break
+            mask = self.steps[i]
+            if mask is None or mask[r]:
+                i += 1
+            elif self.strict:
+                break
+        return i
+
+
+def estimate_transitions(sample: pd.DataFrame, query: str | CompiledQuery) -> TransitionStats:
+    """Estimate Δt_i and p(E_{i+1} | E_i) from a sample of the input.
+
+    Each partition's rows are read in order, tracking one attempt of :func:`chain` as
+    :class:`Progress` defines it: a row that the next variable accepts advances the state
+    (recording the time since the previous step); a complete chain, a row that breaks a
+    STRICT attempt, or a WITHIN window that has closed starts a new attempt (at that row
+    if the first variable accepts it). ``probability[i]`` = entries into ``i + 1`` / entries
+    into ``i``; state 0 gets gap 0 and probability 0."""
+    compiled = query if isinstance(query, CompiledQuery) else compile_query(query)
+    bound = compiled._bind(sample)
+    work, _, bounds = bound._prepare(sample)
+    matcher, _ = bound._matcher(work)
+    progress = Progress(compiled, matcher.conditions.local,
+                        time_numbers(work, bound.order_cols))
+    steps, times, n = progress.steps, progress.times, len(progress.steps)
+    limit = np.inf
+    within = compiled.match.within
+    if within is not None and len(work):
+        limit = _order_numbers(work[bound.order_cols[0]], within)[1]
+    entered = [0] * (n + 1)
+    gaps = [0.0] * n
+
+    def accepts(step: int, r: int) -> bool:
+        mask = steps[step]
+        return mask is None or bool(mask[r])
+
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        state, first, last = 0, 0.0, 0.0
+        for r in range(lo, hi):
+            t = float(times[r])
+            if state and t - first > limit:
+                state = 0  # the window closed on the open attempt
+            if state < n and accepts(state, r):
+                if state == 0:
+                    first = t
+                else:
+                    gaps[state] = max(gaps[state], t - last)
+                state += 1
+                last = t
+                entered[state] += 1
+                if state == n:
+                    state = 0
+            elif state and progress.strict:
+                state = 0
+                if n and accepts(0, r):
+                    state, first, last = 1, t, t
+                    entered[1] += 1
+    probability = [0.0] + [entered[i + 1] / entered[i] if entered[i] else 0.0
+                           for i in range(1, n)]
+    return TransitionStats(gaps[:n], probability[:n])
+
+
+# ---------------------------------------------------------------------- counters
+@dataclass
+class SpillStats:
+    """Counters of a bounded store. ``hits``/``misses``/``new_keys``: (feed, distinct key)
+    pairs whose key was in memory / on disk (read back) / never seen; ``open_misses``: the
+    misses whose key has a live partial match (an attempt or CONSUMPTION instance waiting
+    for rows, whose WITHIN window has not closed at the batch's earliest time) -- the
+    paper's notion of a miss; the other misses only restore a key's counters and last
+    rows; ``spilled``: keys written; ``bytes_written``/``bytes_read``: bytes of spill
+    records; ``reloaded``: keys read back without a miss (flush, restoring a checkpoint);
+    ``on_disk``/``in_memory``: keys there now."""
+
+    hits: int = 0
+    misses: int = 0
+    open_misses: int = 0
+    new_keys: int = 0
+    spilled: int = 0
+    bytes_written: int = 0
+    bytes_read: int = 0
+    reloaded: int = 0
+    on_disk: int = 0
+    in_memory: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------- the manager
+class SpillManager:
+    """Moves partition keys of a :class:`PartialMatchStore` between memory and disk."""
+
+    def __init__(self, capacity: int, policy: str = "tpm", spill_dir: str | Path | None = None,
+                 transitions: TransitionStats | Mapping[str, Sequence[float]] | None = None,
+                 spill_batch: int = 1):
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"capacity must be a whole number of partition keys >= 1 "
+                             f"(or None for an unbounded store), got {capacity!r}")
+        if policy not in POLICIES:
+            raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+        if isinstance(spill_batch, bool) or not isinstance(spill_batch, int) or spill_batch < 1:
+            raise ValueError(f"spill_batch must be a whole number >= 1, got {spill_batch!r}")
+        if transitions is not None and not isinstance(transitions, TransitionStats):
+            transitions = TransitionStats.from_dict(transitions)
+        self.capacity = capacity
+        self.policy = policy
+        self.spill_batch = spill_batch
+        self.transitions = transitions or TransitionStats()
+        self.stats = SpillStats()
+        self._parent = Path(spill_dir) if spill_dir is not None else None
+        self._dir: Path | None = None
+        self._cleanup: weakref.finalize[Any, Any] | None = None
+        # key -> (segment, offset, length, start time of its open partial match or None)
+        self._index: dict[Key, tuple[int, int, int, float | None]] = {}
+        self._live: dict[int, int] = {}  # segment -> keys still in it
+        self._segments = itertools.count()
+        # TPM: keys in the order they entered memory. STPM: heap of (W, tick, key) with the
+        # current record of each key in _current (older records are stale).
+        self._fifo: OrderedDict[Key, None] = OrderedDict()
+        self._heap: list[tuple[float, int, Key]] = []
+        self._current: dict[Key, int] = {}
+        self._ticks = itertools.count()
+        # Start time of each in-memory key's open partial match (None: nothing open) and
+        # the WITHIN limit (same units; set by the matcher).
+        self._open_since: dict[Key, float | None] = {}
+        self.window = np.inf
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def directory(self) -> Path | None:
+        """The directory spill files go to (None until the first spill)."""
+        return self._dir
+
+    def on_disk(self, key: Key) -> bool:
+        return key in self._index
+
+    def spilled_keys(self) -> list[Key]:
+        return list(self._index)
+
+    # ------------------------------------------------------------------ bookkeeping
+    def adopt(self, store: PartialMatchStore) -> None:
+        """Register the keys already in ``store`` (a restored or shared store)."""
+        for key in store.partitions:
+            self.touched(key, -np.inf)
+
+    def touched(self, key: Key, priority: float, open_since: float | None = None) -> None:
+        """``key`` was matched; ``priority`` is its STPM weight W (ignored by TPM, where a
+        key keeps its place from when it entered memory); ``open_since`` the time its open
+        partial match started (None: nothing open)."""
+        self._open_since[key] = open_since
+        if self.policy == "tpm":
+            if key not in self._fifo:
+                self._fifo[key] = None
+            return
+        tick = next(self._ticks)
+        self._current[key] = tick
+        heapq.heappush(self._heap, (priority, tick, key))
+        if len(self._heap) > 4 * len(self._current) + 64:  # drop stale records
+            self._heap = [rec for rec in self._heap if self._current.get(rec[2]) == rec[1]]
+            heapq.heapify(self._heap)
+
+    def _forget(self, key: Key) -> None:
+        self._open_since.pop(key, None)
+        self._fifo.pop(key, None)
+        self._current.pop(key, None)
+
+    def _coldest(self, n: int) -> list[Key]:
+        """Take the ``n`` lowest-priority keys out of the queue."""
+        if self.policy == "tpm":
+            return [self._fifo.popitem(last=False)[0] for _ in range(min(n, len(self._fifo)))]
+        out: list[Key] = []
+        while self._heap and len(out) < n:
+            _, tick, key = heapq.heappop(self._heap)
+            if self._current.get(key) == tick:
+                del self._current[key]
+                out.append(key)
+        return out
+
+    # ------------------------------------------------------------------ feed hooks
+    def before_feed(self, store: PartialMatchStore, keys: Iterable[Key],
+                    now: float = np.inf) -> None:
+        """Count hits, misses and new keys of a batch's distinct keys (``now``: the batch's
+        earliest time); read missed keys back into ``store``."""
+        missed = []
+        for key in keys:
+            if key in store.partitions:
+                self.stats.hits += 1
+            elif key in self._index:
+                self.stats.misses += 1
+                since = self._index[key][3]
+                self.stats.open_misses += since is not None and now - since <= self.window
+                missed.append(key)
+            else:
+                self.stats.new_keys += 1
+        self._load(store, missed)
+
+    def reload_all(self, store: PartialMatchStore) -> None:
+        """Read every spilled key back (before a flush)."""
+        keys = list(self._index)
+        self.stats.reloaded += len(keys)
+        self._load(store, keys)
+
+    def enforce(self, store: PartialMatchStore, partition_cols: Sequence[str]) -> None:
+        """Spill the lowest-priority keys while more than ``capacity`` are in memory."""
+        excess = len(store.partitions) - self.capacity
+        if excess > 0:
+            n = max(excess, min(self.spill_batch, len(store.partitions)))
+            victims = self._coldest(n)
+            if len(victims) < n:  # keys the queue never saw (cannot happen via the matcher)
+                seen = set(victims)
+                victims += [k for k in store.partitions if k not in seen][:n - len(victims)]
+            self._spill(store, partition_cols, victims)
+        self.stats.in_memory = len(store.partitions)
+        self.stats.on_disk = len(self._index)
+
+    def snapshot(self) -> dict[Key, bytes]:
+        """The spill records of all keys on disk (for a checkpoint; nothing is moved)."""
+        out: dict[Key, bytes] = {}
+        for key, (seg, offset, length, _) in self._index.items():
+            with open(self._segment(seg), "rb") as f:
+                f.seek(offset)
+                out[key] = f.read(length)
+        return out
+
+    def close(self) -> None:
+        """Delete the spill directory (spilled keys are lost)."""
+        if self._cleanup is not None:
+            self._cleanup()
+        self._index.clear()
+        self._live.clear()
+        self.stats.on_disk = 0
+
+    # ------------------------------------------------------------------ disk
+    def _segment(self, seg: int) -> Path:
+        assert self._dir is not None
+        return self._dir / f"seg-{seg:06d}.bin"
+
+    def _spill(self, store: PartialMatchStore, partition_cols: Sequence[str],
+               keys: list[Key]) -> None:
+        if not keys:
+            return
+        if self._dir is None:
+            if self._parent is not None:
+                self._parent.mkdir(parents=True, exist_ok=True)
+            self._dir = Path(tempfile.mkdtemp(prefix="lakecep-spill-", dir=self._parent))
+            self._cleanup = weakref.finalize(self, shutil.rmtree, self._dir, True)
+        rows = _rows_by_key(store.frame, partition_cols)
+        seg = next(self._segments)
+        frame = store.frame
+        keep = np.ones(0 if frame is None else len(frame), dtype=bool)
+        offset = 0
+        with open(self._segment(seg), "wb") as f:
+            for key in keys:
+                state = store.partitions.pop(key)
+                at = rows.get(key)
+                part = None if at is None or frame is None else frame.iloc[at]
+                marks = np.zeros(0, dtype=bool) if at is None else store.settled[at]
+                if at is not None:
+                    keep[at] = False
+                data = pickle.dumps((part, marks, (state.matches, state.trimmed,
+                                                   state.covered, state.stages)),
+                                    protocol=pickle.HIGHEST_PROTOCOL)
+                f.write(data)
+                self._index[key] = (seg, offset, len(data), self._open_since.get(key))
+                offset += len(data)
+                self._forget(key)
+        self._live[seg] = len(keys)
+        self.stats.spilled += len(keys)
+        self.stats.bytes_written += offset
+        if frame is not None and not keep.all():
+            store.frame = frame[keep].reset_index(drop=True)
+            store.settled = store.settled[keep]
+
+    def _load(self, store: PartialMatchStore, keys: list[Key]) -> None:
+        if not keys:
+            return
+        records: dict[Key, bytes] = {}
+        by_segment: dict[int, list[Key]] = {}
+        for key in keys:
+            by_segment.setdefault(self._index[key][0], []).append(key)
+        for seg, seg_keys in by_segment.items():
+            path = self._segment(seg)
+            with open(path, "rb") as f:
+                for key in seg_keys:
+                    _, offset, length, _ = self._index.pop(key)
+                    f.seek(offset)
+                    records[key] = f.read(length)
+                    self.stats.bytes_read += length
+            self._live[seg] -= len(seg_keys)
+            if self._live[seg] == 0:
+                del self._live[seg]
+                path.unlink()
+        records_from_snapshot(store, records)
+        for key in keys:
+            self.touched(key, -np.inf)  # re-weighed when matched this feed
+        self.stats.on_disk = len(self._index)
+
+
+def _rows_by_key(frame: pd.DataFrame | None,
+                 partition_cols: Sequence[str]) -> dict[Key, np.ndarray]:
+    """The row positions of each partition key in ``frame`` (keys as the matcher makes
+    them: Python scalars, missing values as None)."""
+    if frame is None or len(frame) == 0:
+        return {}
+    if not partition_cols:
+        return {(): np.arange(len(frame))}
+    cols = list(partition_cols)
+    groups = frame.groupby(cols if len(cols) > 1 else cols[0], sort=False, dropna=False,
+                           observed=True).indices
+    out: dict[Key, np.ndarray] = {}
+    for value, at in groups.items():
+        values = value if len(cols) > 1 else (value,)
+        out[tuple(to_python(v) for v in values)] = at
+    return out
+
+
+def records_from_snapshot(store: PartialMatchStore, records: Mapping[Key, bytes]) -> None:
+    """Fold spill records (read back, or saved by :meth:`SpillManager.snapshot`) into
+    ``store``."""
+    parts: list[pd.DataFrame] = []
+    marks: list[np.ndarray] = []
+    for key, data in records.items():
+        part, settled, (matches, trimmed, covered, stages) = pickle.loads(data)
+        store.partitions[key] = PartitionState(matches, trimmed, covered, stages)
+        if part is not None and len(part):
+            parts.append(part)
+            marks.append(settled)
+    if parts:
+        # Appended after the other keys' rows: matching sorts stably by partition and
+        # order keys, so each key's rows keep their order.
+        frames = [store.frame, *parts] if store.buffered_rows() else parts
+        store.frame = pd.concat(frames, ignore_index=True)
+        store.settled = np.concatenate([store.settled, *marks])
