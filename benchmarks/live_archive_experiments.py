@@ -427,8 +427,8 @@ def exp4(quick: bool, reps: int) -> dict[str, Any]:
     """RBuffer capacity sweep: LLAA on arrival-ordered batches, RBuffer in front of SQLite."""
     tags = 300 if quick else 1_000
     capacities = [0, 1_000, 4_000] if quick else [0, 250, 1_000, 2_000, 3_000, 5_000, 10_000,
-                                                   20_000]
-    params = {"tags": tags, "days": 8, "stream_hours": 24, "batch_events": 100, "seed": 4,
+                                                   30_000, 100_000]
+    params = {"tags": tags, "days": 40, "stream_hours": 24, "batch_events": 100, "seed": 4,
               "ab_share": 0.5, "capacities": capacities,
               "memory": "peak tracemalloc MiB of the stream loop, in a separate untimed run"}
     data = rfid_trips(tags, params["days"], params["ab_share"], params["seed"])
