@@ -524,13 +524,31 @@ def ollaa_drive(live: Selectivity | None, archive: Selectivity | None,
     return "live", f"{figures}: live side drives"
 
 
-def archive_selectivity(spec: LiveArchiveSpec, settings: StrategySettings,
-                        sample: pd.DataFrame | None) -> Selectivity | None:
-    if settings.archive_selectivity is not None:
-        return Selectivity(settings.archive_selectivity, "statistics")
-    if sample is None:
-        return None
-    return sample_selectivity(spec.archive, sample, spec.key, settings.sample_rows)
+def _unknown(strategy: str) -> StrategyError:
+    return StrategyError(f"unknown live-archive strategy {strategy!r}; "
+                         f"use one of {', '.join((*STRATEGIES, 'auto'))}")
+
+
+def resolve(spec: LiveArchiveSpec, strategy: str, settings: StrategySettings,
+            live: Callable[[], Selectivity], archive: Callable[[], Selectivity]
+            ) -> tuple[str, str, str]:
+    """``(strategy, drive, reason)`` for a requested strategy. ``auto`` and OLLAA weigh the
+    selectivities: the archive side's from ``settings.archive_selectivity`` (statistics)
+    or else ``archive()`` (a sample), the live side's from ``live()``; the callables run
+    only when a figure is needed."""
+    if strategy not in (*STRATEGIES, "auto"):
+        raise _unknown(strategy)
+    if strategy not in ("auto", "ollaa"):
+        return strategy, "live", ""
+    sel_l = live()
+    sel_a = (Selectivity(settings.archive_selectivity, "statistics")
+             if settings.archive_selectivity is not None else archive())
+    exact = archive_first_exact(spec)
+    if strategy == "auto":
+        chosen, reason = choose(settings, sel_l, sel_a, exact)
+        return chosen, ("archive" if chosen == "ollaa" else "live"), reason
+    drive, reason = ollaa_drive(sel_l, sel_a, exact)
+    return "ollaa", drive, reason
 
 
 def archive_first_exact(spec: LiveArchiveSpec) -> bool:
@@ -695,8 +713,7 @@ def make_plan(spec: LiveArchiveSpec, strategy: str, instances: Sequence[LiveInst
         if drive == "archive":
             return Plan("ollaa", reason, (plan_by_key(instances),), drive="archive")
         return Plan("ollaa", reason or "live side drives", (plan_llaa(instances),))
-    raise StrategyError(f"unknown live-archive strategy {strategy!r}; "
-                        f"use one of {', '.join((*STRATEGIES, 'auto'))}")
+    raise _unknown(strategy)
 
 
 def detect(spec: LiveArchiveSpec, live: pd.DataFrame, archive: ArchiveStore,
@@ -710,27 +727,19 @@ def detect(spec: LiveArchiveSpec, live: pd.DataFrame, archive: ArchiveStore,
     clock = time.perf_counter()
     stats_before = AccessStats()
     stats_before.add(archive.stats)
-    reason = ""
-    if strategy not in (*STRATEGIES, "auto"):
-        raise StrategyError(f"unknown live-archive strategy {strategy!r}; "
-                            f"use one of {', '.join((*STRATEGIES, 'auto'))}")
-    drive = "live"
-    if strategy in ("auto", "ollaa"):
-        sel_l = sample_selectivity(spec.live, live, spec.key, settings.sample_rows)
-        sel_a = archive_selectivity(spec, settings, None)
-        if sel_a is None and strategy == "ollaa":
-            # No statistics: sample the archive over the ranges of a few live keys.
-            keys = pd.Series(live[spec.key].unique())
-            keys = keys.sample(n=min(len(keys), 50), random_state=0).tolist()
-            hull = _hull(spec, live[live[spec.key].isin(keys)])
-            sample = archive.load(keys, *hull) if hull else live.iloc[:0]
-            sel_a = sample_selectivity(spec.archive, sample, spec.key, settings.sample_rows)
-        exact = archive_first_exact(spec)
-        if strategy == "auto":
-            strategy, reason = choose(settings, sel_l, sel_a, exact)
-            drive = "archive" if strategy == "ollaa" else "live"
-        else:
-            drive, reason = ollaa_drive(sel_l, sel_a, exact)
+
+    def sample_archive() -> Selectivity:
+        """No statistics: sample the archive over the ranges of a few live keys."""
+        keys = pd.Series(live[spec.key].unique())
+        keys = keys.sample(n=min(len(keys), 50), random_state=0).tolist()
+        hull = _hull(spec, live[live[spec.key].isin(keys)])
+        sample = archive.load(keys, *hull) if hull else live.iloc[:0]
+        return sample_selectivity(spec.archive, sample, spec.key, settings.sample_rows)
+
+    strategy, drive, reason = resolve(
+        spec, strategy, settings,
+        lambda: sample_selectivity(spec.live, live, spec.key, settings.sample_rows),
+        sample_archive)
     if drive == "archive":
         joined, instances, plan = _archive_first(spec, live, archive, reason, keep)
     else:
@@ -886,5 +895,5 @@ __all__ = [
     "StrategyError", "StrategySettings", "archive_first_exact", "choose", "detect",
     "detect_in_ranges", "execute", "join_active", "live_instances", "make_plan",
     "ollaa_drive", "plan_alaa", "plan_by_key", "plan_llaa", "plan_sllaa", "range_local",
-    "subwindows", "time_values",
+    "resolve", "subwindows", "time_values",
 ]

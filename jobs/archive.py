@@ -77,21 +77,35 @@ def read_ranges(spark, history, loads: pd.DataFrame, key: str, columns: list,  #
         return None, ScanMetrics()
     lo, hi = int(loads["lo"].min()), int(loads["hi"].max())
     rows = history.where((F.col(TIME) >= _ts(lo)) & (F.col(TIME) < _ts(hi))).select(*columns)
-    keyed = loads[loads["key"].notna()]
-    if len(keyed) == len(loads):  # every load names its keys: push the key list down too
-        keys = sorted(set(keyed["key"].astype(str)))
+    if loads["key"].notna().all():  # every load names its keys: push the key list down too
+        keys = sorted(set(loads["key"].astype(str)))
         if len(keys) <= max_listed_keys:
             rows = rows.where(F.col(key).isin(keys))
-        ranges = spark.createDataFrame(keyed.astype({"key": str}),
-                                       "key STRING, lo LONG, hi LONG")
-        t = F.unix_micros(F.col(TIME)) * 1000
-        rows = rows.join(F.broadcast(ranges).withColumnRenamed("key", "_k"),
-                         (F.col(key) == F.col("_k")) & (t >= F.col("lo")) & (t < F.col("hi")),
-                         "left_semi")
+        rows = _join_loads(spark, rows, loads, key, "left_semi")
     checkpointed = rows.localCheckpoint(eager=True)  # runs ``rows``' plan once
     metrics = scan_metrics(rows)
     metrics.files_total = len(history.inputFiles())
     return checkpointed, metrics
+
+
+def rows_per_loads(spark, rows, loads: pd.DataFrame, key: str) -> int:  # noqa: ANN001
+    """Rows the loads ask for, each load counted on its own (overlapping ranges, as LLAA's,
+    count once per load): the cost model's rows loaded."""
+    if rows is None or loads.empty:
+        return 0
+    if loads["key"].isna().any():  # a keyless load (ALAA) asks for everything read
+        return rows.count()
+    return _join_loads(spark, rows, loads, key, "inner").count()
+
+
+def _join_loads(spark, rows, loads: pd.DataFrame, key: str, how: str):  # noqa: ANN001, ANN202
+    """``rows`` joined with the keyed ``loads`` on key and ``lo <= time < hi`` (int ns)."""
+    from pyspark.sql import functions as F
+
+    ranges = spark.createDataFrame(loads.astype({"key": str}), "_k STRING, lo LONG, hi LONG")
+    t = F.unix_micros(F.col(TIME)) * 1000
+    return rows.join(F.broadcast(ranges), (F.col(key) == F.col("_k")) & (t >= F.col("lo"))
+                     & (t < F.col("hi")), how)
 
 
 def _ts(ns: int):  # noqa: ANN202 - a Spark timestamp literal for int nanoseconds
@@ -178,4 +192,6 @@ def _after(frame: pd.DataFrame, horizon: int | None) -> pd.DataFrame:
 
 
 def _ns(series: pd.Series):  # noqa: ANN202 - numpy int64 array
-    return series.to_numpy("datetime64[ns]").view("int64")
+    from cep_core.live_archive import time_values
+
+    return time_values(series)

@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 import schemas
-from jobs.archive import RecentBuffer, read_ranges
+from jobs.archive import RecentBuffer, read_ranges, rows_per_loads
 from jobs.streaming import StreamRun, log, run_stream
 from jobs.tables import LakeTable
 from lakecep.config import Settings
@@ -80,8 +80,8 @@ class _Rows:
 
     def __init__(self, frame: pd.DataFrame) -> None:
         self.ids: list[str] = frame["event_id"].tolist()
-        self.times = frame["event_time"].to_numpy("datetime64[ns]").view("int64").tolist()
-        self.ingest = frame["ingest_time"].to_numpy("datetime64[ns]").view("int64").tolist()
+        self.times = _ns(frame["event_time"])
+        self.ingest = _ns(frame["ingest_time"])
 
     def gather(self, rows: Sequence[int]) -> tuple[list[str], int | None, int | None, int | None]:
         """Event ids, first and last event time, newest ingest time (ns) of ``rows``."""
@@ -160,7 +160,9 @@ def _spec(query: LiveArchiveQuery):  # noqa: ANN202 - cep_core.live_archive.Live
 
 
 def _ns(series: pd.Series) -> list[int]:
-    return series.to_numpy("datetime64[ns]").view("int64").tolist()
+    from cep_core.live_archive import time_values
+
+    return time_values(series).tolist()
 
 
 def live_finder(query: LiveArchiveQuery) -> Callable[[pd.DataFrame], pd.DataFrame]:
@@ -332,10 +334,8 @@ def _live_archive(spark, query: LiveArchiveQuery, new_events, history, version: 
     from cep_core.live_archive import (
         LiveInstance,
         Selectivity,
-        archive_first_exact,
-        choose,
         make_plan,
-        ollaa_drive,
+        resolve,
         sample_selectivity,
     )
 
@@ -352,23 +352,21 @@ def _live_archive(spark, query: LiveArchiveQuery, new_events, history, version: 
         light["key"], light["live_start"], light["live_end"], light["lo"], light["hi"],
         strict=True)]
 
-    # Strategy: 'auto' and OLLAA weigh the live selectivity (this batch) against the
-    # archive's (a sample of the batch's keys' history until issue 6's statistics exist).
+    # 'auto' and OLLAA weigh the live selectivity (this batch) against the archive's (a
+    # sample of the batch's keys' history until issue 6's statistics exist).
     settings = query.settings()
-    drive, reason = "live", ""
-    if strategy in ("auto", "ollaa"):
+
+    def live_selectivity() -> Selectivity:
         new_count = new_events.count()
-        sel_live = Selectivity(len(instances) / max(new_count, 1), f"batch of {new_count}")
+        return Selectivity(len(instances) / max(new_count, 1), f"batch of {new_count}")
+
+    def archive_sample() -> Selectivity:
         sample_keys = [r[0] for r in new_events.select(key).distinct().limit(50).collect()]
         sample = history.where(F.col(key).isin(sample_keys)).limit(settings.sample_rows)
-        sel_archive = sample_selectivity(spec.archive, sample.toPandas(), key,
-                                         settings.sample_rows)
-        exact = archive_first_exact(spec)
-        if strategy == "auto":
-            strategy, reason = choose(settings, sel_live, sel_archive, exact)
-            drive = "archive" if strategy == "ollaa" else "live"
-        else:
-            drive, reason = ollaa_drive(sel_live, sel_archive, exact)
+        return sample_selectivity(spec.archive, sample.toPandas(), key, settings.sample_rows)
+
+    strategy, drive, reason = resolve(spec, strategy, settings, live_selectivity,
+                                      archive_sample)
     plan = make_plan(spec, strategy, instances, settings, reason, drive)
 
     loads = pd.DataFrame(
@@ -398,27 +396,12 @@ def _live_archive(spark, query: LiveArchiveQuery, new_events, history, version: 
         "history_version": version, "strategy": strategy,
         "reason": plan.reason or strategy, "live_matches": len(instances),
         "loads": len(plan.loads), "buffer_loads": int(in_buffer.sum()),
-        "rows_loaded": _rows_per_loads(spark, delta_rows, loads[~in_buffer], key) + buffered,
+        "rows_loaded": rows_per_loads(spark, delta_rows, loads[~in_buffer], key) + buffered,
         "rows_from_buffer": buffered, "delta_files_read": metrics.files_read,
         "delta_files_total": metrics.files_total, "delta_rows_scanned": metrics.rows_scanned,
         "seconds": time.perf_counter() - started,
     }
     return gold_rows, record
-
-
-def _rows_per_loads(spark, rows, loads: pd.DataFrame, key: str) -> int:  # noqa: ANN001
-    """Rows the loads ask for, each load counted on its own (overlapping ranges, as LLAA's,
-    count once per load): the cost model's rows loaded."""
-    from pyspark.sql import functions as F
-
-    if rows is None or loads.empty:
-        return 0
-    if loads["key"].isna().any():
-        return rows.count()
-    ranges = spark.createDataFrame(loads.astype({"key": str}), "_k STRING, lo LONG, hi LONG")
-    t = F.unix_micros(F.col("event_time")) * 1000
-    return rows.join(F.broadcast(ranges), (F.col(key) == F.col("_k")) & (t >= F.col("lo"))
-                     & (t < F.col("hi"))).count()
 
 
 def merge_into_gold(spark, settings: Settings, rows) -> None:  # noqa: ANN001

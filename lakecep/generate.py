@@ -223,7 +223,7 @@ def _corrupt(
     raise AssertionError(kind)  # pragma: no cover
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name("." + path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
         fh.write(text)
@@ -423,7 +423,7 @@ def generate(
     for f in range(n_files):
         chunk = line_read_l[f * lpf : (f + 1) * lpf]
         path = landing_dir / f"events-{f:0{width}d}.jsonl"
-        _write_atomic(path, "\n".join([read_text[i] for i in chunk]) + "\n")
+        write_atomic(path, "\n".join([read_text[i] for i in chunk]) + "\n")
         files.append(path)
         if progress is not None:
             progress(f + 1, n_files)
@@ -501,7 +501,7 @@ def generate(
         "rfid_transit": results["rfid_transit"],
     }
     truth_path = truth_dir / "truth.json"
-    _write_atomic(truth_path, json.dumps(truth, separators=(",", ":")) + "\n")
+    write_atomic(truth_path, json.dumps(truth, separators=(",", ":")) + "\n")
 
     file_no = np.repeat(np.arange(n_files), lpf)[:n_lines]
     lines = pd.DataFrame(

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lakecep.generate import _write_atomic
+from lakecep.generate import write_atomic
 
 __all__ = ["EXCHANGES", "ticks", "write_landing"]
 
@@ -186,6 +186,6 @@ def write_landing(
     for f in range(n_files):
         path = landing_dir / f"events-{f:0{width}d}.jsonl"
         chunk = lines[f * lines_per_file:(f + 1) * lines_per_file]
-        _write_atomic(path, "".join(line + "\n" for line in chunk))
+        write_atomic(path, "".join(line + "\n" for line in chunk))
         files.append(path)
     return files
