@@ -375,18 +375,28 @@ def live_instances(spec: LiveArchiveSpec, live: pd.DataFrame,
         live = live[live[spec.key].isin(list(keys))].reset_index(drop=True)
     if len(live) == 0:
         return []
-    t = time_values(live[spec.time])
-    before = duration_value(spec.before, pd.api.types.is_datetime64_any_dtype(live[spec.time]))
-    ids = live[spec.id_column].tolist()
+    return instances_of(spec, spec.live.find_matches(live), live)
+
+
+def instances_of(spec: LiveArchiveSpec, matches: Iterable[Match], frame: pd.DataFrame,
+                 positions: Callable[[Sequence[int]], Sequence[int]] | None = None,
+                 ) -> list[LiveInstance]:
+    """Live instances of live-pattern ``matches`` whose rows are in ``frame``, in
+    completion order. ``positions`` maps a match's rows to positions in ``frame`` (the
+    default: they are positions, as ``find_matches`` gives them)."""
+    t = time_values(frame[spec.time])
+    before = duration_value(spec.before, pd.api.types.is_datetime64_any_dtype(frame[spec.time]))
+    ids = frame[spec.id_column].tolist()
     key_at = _key_position(spec.live, spec.key)
     out = []
-    for m in spec.live.find_matches(live):
+    for m in matches:
         if not m.rows:
             continue
-        times = t[list(m.rows)]
+        at = list(m.rows if positions is None else positions(m.rows))
+        times = t[at]
         start, end = times.min().item(), times.max().item()
         out.append(LiveInstance(m.partition[key_at], start, end, start - before, start, m,
-                                tuple(ids[r] for r in m.rows)))
+                                tuple(ids[r] for r in at)))
     out.sort(key=lambda i: (i.end, i.start))
     return out
 

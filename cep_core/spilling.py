@@ -18,15 +18,17 @@ memory is a *hit*, a key never seen is *new*; so ``hits + misses + new_keys`` is
 of (feed, distinct key) pairs. Spilling never changes the output: a key's state is written
 and read back unchanged, and a key is always in memory when its rows are matched.
 
-Disk format: one directory per matcher (a fresh ``lakecep-spill-*`` directory, inside
-``spill_dir`` if given, else in the system temporary directory). Each spill appends one
-segment file ``seg-<n>.bin`` holding one pickle per key: ``(rows, settled, state)`` with
-``rows`` the key's buffered rows (a DataFrame), ``settled`` their marks (a bool array) and
-``state`` the PartitionState fields. An in-memory index maps each spilled key to
-(segment, offset, length); a segment is deleted once all its keys have been read back, and
-the directory on :meth:`SpillManager.close` (or when the manager is garbage-collected).
-The files are private scratch space: they are pickles, read only by the process that wrote
-them.
+Records go to a record store: :class:`DiskRecords` (default) or :class:`HandedRecords`
+(kept by the caller -- the Spark job's Delta table). A record is one pickle per key:
+``(rows, settled, state, open_since)`` with ``rows`` the key's buffered rows (a
+DataFrame), ``settled`` their marks (a bool array), ``state`` the PartitionState fields and
+``open_since`` the start time of its open partial match. On disk: one directory per matcher
+(a fresh ``lakecep-spill-*`` directory, inside ``spill_dir`` if given, else in the system
+temporary directory); each spill appends one segment file ``seg-<n>.bin``; an in-memory
+index maps each spilled key to (segment, offset, length); a segment is deleted once all its
+keys have been read back, and the directory on :meth:`SpillManager.close` (or when the
+manager is garbage-collected). The files are private scratch space: they are pickles, read
+only by the process that wrote them.
 
 >>> TransitionStats.from_dict({"max_gap": [0, 5, 2], "probability": [0, 0.5, 1]}).weight(1)
 2.5
@@ -41,7 +43,7 @@ import shutil
 import tempfile
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -258,13 +260,137 @@ class SpillStats:
         return asdict(self)
 
 
+# ---------------------------------------------------------------------- record stores
+class DiskRecords:
+    """Spill records in segment files on local disk (the default of the pure engine).
+
+    Each :meth:`put` appends one segment file ``seg-<n>.bin``; an in-memory index maps each
+    key to (segment, offset, length); a segment is deleted once all its keys were taken
+    back, the directory by :meth:`close` (or when this object is garbage-collected)."""
+
+    def __init__(self, spill_dir: str | Path | None = None) -> None:
+        self._parent = Path(spill_dir) if spill_dir is not None else None
+        self.directory: Path | None = None
+        self._cleanup: weakref.finalize[Any, Any] | None = None
+        self._index: dict[Key, tuple[int, int, int]] = {}
+        self._live: dict[int, int] = {}  # segment -> keys still in it
+        self._segments = itertools.count()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def keys(self) -> list[Key]:
+        return list(self._index)
+
+    def _segment(self, seg: int) -> Path:
+        assert self.directory is not None
+        return self.directory / f"seg-{seg:06d}.bin"
+
+    def put(self, records: Mapping[Key, bytes]) -> None:
+        if not records:
+            return
+        if self.directory is None:
+            if self._parent is not None:
+                self._parent.mkdir(parents=True, exist_ok=True)
+            self.directory = Path(tempfile.mkdtemp(prefix="lakecep-spill-", dir=self._parent))
+            self._cleanup = weakref.finalize(self, shutil.rmtree, self.directory, True)
+        seg = next(self._segments)
+        offset = 0
+        with open(self._segment(seg), "wb") as f:
+            for key, data in records.items():
+                f.write(data)
+                self._index[key] = (seg, offset, len(data))
+                offset += len(data)
+        self._live[seg] = len(records)
+
+    def take(self, keys: Sequence[Key]) -> dict[Key, bytes]:
+        """Read the records of ``keys`` and forget them."""
+        out: dict[Key, bytes] = {}
+        by_segment: dict[int, list[Key]] = {}
+        for key in keys:
+            by_segment.setdefault(self._index[key][0], []).append(key)
+        for seg, seg_keys in by_segment.items():
+            path = self._segment(seg)
+            with open(path, "rb") as f:
+                for key in seg_keys:
+                    _, offset, length = self._index.pop(key)
+                    f.seek(offset)
+                    out[key] = f.read(length)
+            self._live[seg] -= len(seg_keys)
+            if self._live[seg] == 0:
+                del self._live[seg]
+                path.unlink()
+        return out
+
+    def peek(self) -> dict[Key, bytes]:
+        """Every record, without taking it."""
+        out: dict[Key, bytes] = {}
+        for key, (seg, offset, length) in self._index.items():
+            with open(self._segment(seg), "rb") as f:
+                f.seek(offset)
+                out[key] = f.read(length)
+        return out
+
+    def close(self) -> None:
+        if self._cleanup is not None:
+            self._cleanup()
+        self._index.clear()
+        self._live.clear()
+
+
+class HandedRecords:
+    """Spill records kept by the caller between runs instead of on local disk -- the Spark
+    gold job keeps them in the Delta table ``gold.partial_matches``.
+
+    The caller hands in (``records=``) the records of every spilled key its next batch may
+    touch; :attr:`held` is what is spilled now (records handed in and not taken back, plus
+    records written since), :attr:`taken` the keys read back into memory. The caller
+    persists :attr:`held` and marks :attr:`taken` as in memory."""
+
+    def __init__(self, records: Mapping[Key, bytes] | None = None) -> None:
+        self.held: dict[Key, bytes] = dict(records or {})
+        self.taken: set[Key] = set()
+        self.directory = None
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.held
+
+    def __len__(self) -> int:
+        return len(self.held)
+
+    def keys(self) -> list[Key]:
+        return list(self.held)
+
+    def put(self, records: Mapping[Key, bytes]) -> None:
+        self.held.update(records)
+        self.taken.difference_update(records)
+
+    def take(self, keys: Sequence[Key]) -> dict[Key, bytes]:
+        self.taken.update(keys)
+        return {key: self.held.pop(key) for key in keys}
+
+    def peek(self) -> dict[Key, bytes]:
+        return dict(self.held)
+
+    def close(self) -> None:
+        self.held.clear()
+
+
 # ---------------------------------------------------------------------- the manager
 class SpillManager:
-    """Moves partition keys of a :class:`PartialMatchStore` between memory and disk."""
+    """Moves partition keys of a :class:`PartialMatchStore` between memory and a record
+    store (:class:`DiskRecords` by default, or :class:`HandedRecords`).
+
+    ``group`` (optional) maps a key to its spill group: keys of one group are spilled
+    together (the Spark job spills per join key, which may hold several partition keys)."""
 
     def __init__(self, capacity: int, policy: str = "tpm", spill_dir: str | Path | None = None,
                  transitions: TransitionStats | Mapping[str, Sequence[float]] | None = None,
-                 spill_batch: int = 1):
+                 spill_batch: int = 1, records: DiskRecords | HandedRecords | None = None,
+                 group: Callable[[Key], Any] | None = None):
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"capacity must be a whole number of partition keys >= 1 "
                              f"(or None for an unbounded store), got {capacity!r}")
@@ -279,18 +405,14 @@ class SpillManager:
         self.spill_batch = spill_batch
         self.transitions = transitions or TransitionStats()
         self.stats = SpillStats()
-        self._parent = Path(spill_dir) if spill_dir is not None else None
-        self._dir: Path | None = None
-        self._cleanup: weakref.finalize[Any, Any] | None = None
-        # key -> (segment, offset, length, start time of its open partial match or None)
-        self._index: dict[Key, tuple[int, int, int, float | None]] = {}
-        self._live: dict[int, int] = {}  # segment -> keys still in it
-        self._segments = itertools.count()
+        self.records = records if records is not None else DiskRecords(spill_dir)
+        self.group = group
         # TPM: keys in the order they entered memory. STPM: heap of (W, tick, key) with the
-        # current record of each key in _current (older records are stale).
+        # current record of each key in _current (older records are stale) and its W.
         self._fifo: OrderedDict[Key, None] = OrderedDict()
         self._heap: list[tuple[float, int, Key]] = []
         self._current: dict[Key, int] = {}
+        self._weight: dict[Key, float] = {}
         self._ticks = itertools.count()
         # Start time of each in-memory key's open partial match (None: nothing open) and
         # the WITHIN limit (same units; set by the matcher).
@@ -300,26 +422,40 @@ class SpillManager:
     # ------------------------------------------------------------------ queries
     @property
     def directory(self) -> Path | None:
-        """The directory spill files go to (None until the first spill)."""
-        return self._dir
+        """The directory spill files go to (None until the first spill, or not on disk)."""
+        return self.records.directory
 
     def on_disk(self, key: Key) -> bool:
-        return key in self._index
+        return key in self.records
 
     def spilled_keys(self) -> list[Key]:
-        return list(self._index)
+        return self.records.keys()
+
+    def queue(self) -> list[tuple[Key, float, float | None]]:
+        """The in-memory keys in spilling order's bookkeeping: (key, W, open since); saved
+        with a checkpoint so that a restored store spills in the same order."""
+        keys = list(self._fifo) if self.policy == "tpm" else list(self._current)
+        return [(k, self._weight.get(k, -np.inf), self._open_since.get(k)) for k in keys]
 
     # ------------------------------------------------------------------ bookkeeping
-    def adopt(self, store: PartialMatchStore) -> None:
-        """Register the keys already in ``store`` (a restored or shared store)."""
+    def adopt(self, store: PartialMatchStore,
+              queue: Sequence[tuple[Key, float, float | None]] = ()) -> None:
+        """Register the keys already in ``store`` (a restored or shared store), in the
+        order and with the priorities of ``queue`` where it has them."""
+        known = {k: (w, since) for k, w, since in queue}
+        for key, (w, since) in known.items():
+            if key in store.partitions:
+                self.touched(key, w, since)
         for key in store.partitions:
-            self.touched(key, -np.inf)
+            if key not in known:
+                self.touched(key, -np.inf)
 
     def touched(self, key: Key, priority: float, open_since: float | None = None) -> None:
         """``key`` was matched; ``priority`` is its STPM weight W (ignored by TPM, where a
         key keeps its place from when it entered memory); ``open_since`` the time its open
         partial match started (None: nothing open)."""
         self._open_since[key] = open_since
+        self._weight[key] = priority
         if self.policy == "tpm":
             if key not in self._fifo:
                 self._fifo[key] = None
@@ -333,6 +469,7 @@ class SpillManager:
 
     def _forget(self, key: Key) -> None:
         self._open_since.pop(key, None)
+        self._weight.pop(key, None)
         self._fifo.pop(key, None)
         self._current.pop(key, None)
 
@@ -357,18 +494,21 @@ class SpillManager:
         for key in keys:
             if key in store.partitions:
                 self.stats.hits += 1
-            elif key in self._index:
+            elif key in self.records:
                 self.stats.misses += 1
-                since = self._index[key][3]
-                self.stats.open_misses += since is not None and now - since <= self.window
                 missed.append(key)
             else:
                 self.stats.new_keys += 1
-        self._load(store, missed)
+        for since in self._load(store, missed).values():
+            self.stats.open_misses += since is not None and now - since <= self.window
 
     def reload_all(self, store: PartialMatchStore) -> None:
         """Read every spilled key back (before a flush)."""
-        keys = list(self._index)
+        self.reload(store, self.records.keys())
+
+    def reload(self, store: PartialMatchStore, keys: Sequence[Key]) -> None:
+        """Read ``keys`` back without a miss (counted in ``reloaded``)."""
+        keys = [k for k in keys if k in self.records]
         self.stats.reloaded += len(keys)
         self._load(store, keys)
 
@@ -381,94 +521,65 @@ class SpillManager:
             if len(victims) < n:  # keys the queue never saw (cannot happen via the matcher)
                 seen = set(victims)
                 victims += [k for k in store.partitions if k not in seen][:n - len(victims)]
+            if self.group is not None:  # whole groups: every in-memory key of a victim's
+                groups = {self.group(k) for k in victims}
+                chosen = set(victims)
+                victims += [k for k in store.partitions
+                            if k not in chosen and self.group(k) in groups]
             self._spill(store, partition_cols, victims)
         self.stats.in_memory = len(store.partitions)
-        self.stats.on_disk = len(self._index)
+        self.stats.on_disk = len(self.records)
 
     def snapshot(self) -> dict[Key, bytes]:
-        """The spill records of all keys on disk (for a checkpoint; nothing is moved)."""
-        out: dict[Key, bytes] = {}
-        for key, (seg, offset, length, _) in self._index.items():
-            with open(self._segment(seg), "rb") as f:
-                f.seek(offset)
-                out[key] = f.read(length)
-        return out
+        """The spill records of all spilled keys (for a checkpoint; nothing is moved)."""
+        return self.records.peek()
 
     def close(self) -> None:
-        """Delete the spill directory (spilled keys are lost)."""
-        if self._cleanup is not None:
-            self._cleanup()
-        self._index.clear()
-        self._live.clear()
+        """Delete the spilled records (spilled keys are lost)."""
+        self.records.close()
         self.stats.on_disk = 0
 
-    # ------------------------------------------------------------------ disk
-    def _segment(self, seg: int) -> Path:
-        assert self._dir is not None
-        return self._dir / f"seg-{seg:06d}.bin"
-
+    # ------------------------------------------------------------------ moving keys
     def _spill(self, store: PartialMatchStore, partition_cols: Sequence[str],
                keys: list[Key]) -> None:
         if not keys:
             return
-        if self._dir is None:
-            if self._parent is not None:
-                self._parent.mkdir(parents=True, exist_ok=True)
-            self._dir = Path(tempfile.mkdtemp(prefix="lakecep-spill-", dir=self._parent))
-            self._cleanup = weakref.finalize(self, shutil.rmtree, self._dir, True)
-        rows = _rows_by_key(store.frame, partition_cols)
-        seg = next(self._segments)
+        rows = rows_by_key(store.frame, partition_cols)
         frame = store.frame
         keep = np.ones(0 if frame is None else len(frame), dtype=bool)
-        offset = 0
-        with open(self._segment(seg), "wb") as f:
-            for key in keys:
-                state = store.partitions.pop(key)
-                at = rows.get(key)
-                part = None if at is None or frame is None else frame.iloc[at]
-                marks = np.zeros(0, dtype=bool) if at is None else store.settled[at]
-                if at is not None:
-                    keep[at] = False
-                data = pickle.dumps((part, marks, (state.matches, state.trimmed,
-                                                   state.covered, state.stages)),
-                                    protocol=pickle.HIGHEST_PROTOCOL)
-                f.write(data)
-                self._index[key] = (seg, offset, len(data), self._open_since.get(key))
-                offset += len(data)
-                self._forget(key)
-        self._live[seg] = len(keys)
+        records: dict[Key, bytes] = {}
+        for key in keys:
+            state = store.partitions.pop(key)
+            at = rows.get(key)
+            part = None if at is None or frame is None else frame.iloc[at]
+            marks = np.zeros(0, dtype=bool) if at is None else store.settled[at]
+            if at is not None:
+                keep[at] = False
+            records[key] = pickle.dumps(
+                (part, marks, (state.matches, state.trimmed, state.covered, state.stages),
+                 self._open_since.get(key)), protocol=pickle.HIGHEST_PROTOCOL)
+            self._forget(key)
+        self.records.put(records)
         self.stats.spilled += len(keys)
-        self.stats.bytes_written += offset
+        self.stats.bytes_written += sum(len(d) for d in records.values())
         if frame is not None and not keep.all():
             store.frame = frame[keep].reset_index(drop=True)
             store.settled = store.settled[keep]
 
-    def _load(self, store: PartialMatchStore, keys: list[Key]) -> None:
+    def _load(self, store: PartialMatchStore, keys: list[Key]) -> dict[Key, float | None]:
+        """Read ``keys`` back into ``store``; returns each key's open-since time."""
         if not keys:
-            return
-        records: dict[Key, bytes] = {}
-        by_segment: dict[int, list[Key]] = {}
-        for key in keys:
-            by_segment.setdefault(self._index[key][0], []).append(key)
-        for seg, seg_keys in by_segment.items():
-            path = self._segment(seg)
-            with open(path, "rb") as f:
-                for key in seg_keys:
-                    _, offset, length, _ = self._index.pop(key)
-                    f.seek(offset)
-                    records[key] = f.read(length)
-                    self.stats.bytes_read += length
-            self._live[seg] -= len(seg_keys)
-            if self._live[seg] == 0:
-                del self._live[seg]
-                path.unlink()
-        records_from_snapshot(store, records)
+            return {}
+        records = self.records.take(keys)
+        self.stats.bytes_read += sum(len(d) for d in records.values())
+        since = records_from_snapshot(store, records)
         for key in keys:
             self.touched(key, -np.inf)  # re-weighed when matched this feed
-        self.stats.on_disk = len(self._index)
+        self.stats.on_disk = len(self.records)
+        return since
 
 
-def _rows_by_key(frame: pd.DataFrame | None,
+def rows_by_key(frame: pd.DataFrame | None,
                  partition_cols: Sequence[str]) -> dict[Key, np.ndarray]:
     """The row positions of each partition key in ``frame`` (keys as the matcher makes
     them: Python scalars, missing values as None)."""
@@ -486,13 +597,16 @@ def _rows_by_key(frame: pd.DataFrame | None,
     return out
 
 
-def records_from_snapshot(store: PartialMatchStore, records: Mapping[Key, bytes]) -> None:
+def records_from_snapshot(store: PartialMatchStore,
+                          records: Mapping[Key, bytes]) -> dict[Key, float | None]:
     """Fold spill records (read back, or saved by :meth:`SpillManager.snapshot`) into
-    ``store``."""
+    ``store``; returns the start time of each key's open partial match (None: none)."""
     parts: list[pd.DataFrame] = []
     marks: list[np.ndarray] = []
+    since: dict[Key, float | None] = {}
     for key, data in records.items():
-        part, settled, (matches, trimmed, covered, stages) = pickle.loads(data)
+        part, settled, (matches, trimmed, covered, stages), *rest = pickle.loads(data)
+        since[key] = rest[0] if rest else None
         store.partitions[key] = PartitionState(matches, trimmed, covered, stages)
         if part is not None and len(part):
             parts.append(part)
@@ -503,3 +617,4 @@ def records_from_snapshot(store: PartialMatchStore, records: Mapping[Key, bytes]
         frames = [store.frame, *parts] if store.buffered_rows() else parts
         store.frame = pd.concat(frames, ignore_index=True)
         store.settled = np.concatenate([store.settled, *marks])
+    return since

@@ -33,7 +33,7 @@ never the output.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +48,13 @@ from .expressions import MatchState, to_python, walk
 from .matcher import Matcher, RawMatch
 from .partial_matches import ROW_ID, PartialMatchStore, PartitionState
 from .spilling import (
+    HandedRecords,
     Progress,
     SpillManager,
     SpillStats,
     TransitionStats,
     records_from_snapshot,
+    rows_by_key,
     time_numbers,
 )
 
@@ -88,24 +90,37 @@ class IncrementalMatcher:
     ``W = e.t + Δt_i · p_i`` first, with ``transitions`` giving Δt_i and p_i -- a
     :class:`~cep_core.spilling.TransitionStats` or its dict; without it W = e.t);
     ``spill_dir`` = where the spill directory is made (default: the temporary directory);
-    ``spill_batch`` = the fewest keys written per spill (ΔR). Counters: :attr:`spill_stats`.
+    ``spill_batch`` = the fewest keys written per spill (ΔR); ``records`` = where spilled
+    keys go: local disk by default, or a :class:`~cep_core.spilling.HandedRecords` the
+    caller persists (the Spark job: a Delta table); ``spill_group`` = a function of the key
+    whose equal values are spilled together. Counters: :attr:`spill_stats`.
     Call :meth:`close` (or use ``with``) to delete the spill files.
+
+    :attr:`matched` is the frame the last feed or flush matched over (the input columns and
+    the feed-number column :data:`~cep_core.partial_matches.ROW_ID`): every row of a match
+    it returned is there, so callers can read a match's rows by feed number.
     """
 
     def __init__(self, query: str | CompiledQuery, store: PartialMatchStore | None = None,
                  *, capacity: int | None = None, policy: str = "tpm",
                  spill_dir: str | Path | None = None,
                  transitions: TransitionStats | Mapping[str, Sequence[float]] | None = None,
-                 spill_batch: int = 1):
+                 spill_batch: int = 1, records: HandedRecords | None = None,
+                 spill_group: Callable[[tuple[Any, ...]], Any] | None = None,
+                 _queue: Sequence[tuple[Any, float, float | None]] = ()):
         self.compiled = query if isinstance(query, CompiledQuery) else compile_query(query)
         self.store = store or PartialMatchStore()
         self.fed = 0
         self.late_rows = 0
+        self.matched: pd.DataFrame | None = None
         self._spill: SpillManager | None = None
         if capacity is not None:
-            self._spill = SpillManager(capacity, policy, spill_dir, transitions, spill_batch)
-            self._spill.adopt(self.store)
+            self._spill = SpillManager(capacity, policy, spill_dir, transitions, spill_batch,
+                                       records, spill_group)
+            self._spill.adopt(self.store, _queue)
             self._spill.enforce(self.store, self._partition_columns(self.store.frame))
+        elif records is not None:
+            raise ValueError("records= needs a capacity (it is where spilled keys go)")
         self._lookback = lookback(self.compiled)
         m = self.compiled.match
         # Only NEXT can read rows that have not arrived yet (CONSUMPTION undoes such rows).
@@ -154,13 +169,39 @@ class IncrementalMatcher:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def to_bytes(self) -> bytes:
-        """The state as bytes; spilled keys are read from disk (without moving them) and
-        saved with it, so the bytes hold everything."""
+    def forget(self, keys: Sequence[tuple[Any, ...]]) -> None:
+        """Drop the state of partition ``keys`` (in memory or spilled), as if never seen:
+        a caller that feeds a key's whole history again (after a late row) calls this
+        first."""
+        store = self.store
+        gone = [k for k in keys if k in store.partitions]
+        for key in gone:
+            del store.partitions[key]
+        if self._spill is not None:
+            for key in gone:
+                self._spill._forget(key)
+            on_disk = [k for k in keys if self._spill.on_disk(k)]
+            if on_disk:
+                self._spill.records.take(on_disk)
+        if gone and store.frame is not None:
+            rows = rows_by_key(store.frame, self._partition_columns(store.frame))
+            keep = np.ones(len(store.frame), dtype=bool)
+            for key in gone:
+                if key in rows:
+                    keep[rows[key]] = False
+            store.frame = store.frame[keep].reset_index(drop=True)
+            store.settled = store.settled[keep]
+
+    def to_bytes(self, *, spilled: bool = True) -> bytes:
+        """The state as bytes; spilled keys are read (without moving them) and saved with
+        it, so the bytes hold everything -- unless ``spilled=False`` (the caller keeps the
+        spilled records itself, see ``records=``)."""
         extra: dict[str, Any] = {"query": self.compiled.text, "fed": self.fed,
                                  "late_rows": self.late_rows}
-        if self._spill is not None and self._spill.spilled_keys():
-            extra["spilled"] = self._spill.snapshot()
+        if self._spill is not None:
+            extra["queue"] = self._spill.queue()
+            if spilled and self._spill.spilled_keys():
+                extra["spilled"] = self._spill.snapshot()
         return self.store.to_bytes(extra)
 
     @classmethod
@@ -177,7 +218,7 @@ class IncrementalMatcher:
         given = query.text if isinstance(query, CompiledQuery) else query
         if given != text:
             raise ValueError("the saved state belongs to a different query")
-        inc = cls(query, store, **options)
+        inc = cls(query, store, **options, _queue=extra.get("queue", ()))
         inc.fed = int(extra["fed"])
         inc.late_rows = int(extra["late_rows"])
         return inc
@@ -238,6 +279,7 @@ class IncrementalMatcher:
         store = self.store
         frames = [f for f in (store.frame, batch) if f is not None and len(f)]
         if not frames:
+            self.matched = None
             return [], None
         combined = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
         old_rows = store.buffered_rows()
@@ -315,6 +357,7 @@ class IncrementalMatcher:
             parts and want_table) else None
         store.frame = work[keep].reset_index(drop=True)
         store.settled = settled[keep]
+        self.matched = work
         return out, table
 
     def _output(self, bound: _Bound, work: pd.DataFrame, st: MatchState,

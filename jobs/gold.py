@@ -6,9 +6,11 @@ For each silver micro-batch (the newly arrived events) and each shipped query:
   key, over the whole history of the keys the batch touched (silver read by time travel
   at a pinned version). Late and out-of-order events therefore produce the matches they
   complete; matches already in gold are not written again.
-- ``live_archive`` queries run the live pattern on the new events only, and for every
-  live match load its access range RA from silver history at the pinned version and run
-  the archive pattern there (lazy strategy, LLAA in the paper), joining on the key.
+- ``live_archive`` queries run the live pattern incrementally (partial matches kept in
+  ``gold.partial_matches``, :mod:`jobs.live_step`), plan the archive reads for the live
+  matches with the query's strategy (ALAA, LLAA, OLLAA, SLLAA or auto; ``docs/
+  live-archive.md``), serve them from the RBuffer or silver history at the pinned
+  version, and run the archive pattern there, joining on the key.
 
 Rows are merged into ``gold.complex_events`` on ``(query_id, match_id)``, where
 ``match_id`` hashes the query and the ids of its sub-events, so replays after a crash and
@@ -18,7 +20,6 @@ re-detections never duplicate a row. The pinned version is recorded in
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import time
 from collections.abc import Callable, Sequence
@@ -31,6 +32,7 @@ import pandas as pd
 
 import schemas
 from jobs.archive import RecentBuffer, read_ranges, rows_per_loads
+from jobs.live_step import LiveStep, drop_stale, find_live, save_state
 from jobs.streaming import StreamRun, log, run_stream
 from jobs.tables import LakeTable
 from lakecep.config import Settings
@@ -44,10 +46,6 @@ ENGINE_COLUMNS = [
 ]
 GOLD_DDL = schemas.ddl("gold.complex_events").replace(" NOT NULL", "")
 BUCKET = "_bucket"
-#: Live matches handed from the live step to the join (times as int ns; the pickled
-#: cep_core LiveInstance carries the measures with their Python types).
-LIVE_DDL = ("key STRING, lo BIGINT, hi BIGINT, live_start BIGINT, live_end BIGINT, "
-            "live_ingest TIMESTAMP, instance BINARY")
 
 
 @lru_cache(maxsize=64)
@@ -165,50 +163,6 @@ def _ns(series: pd.Series) -> list[int]:
     return time_values(series).tolist()
 
 
-def live_finder(query: LiveArchiveQuery) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    """applyInPandas function: one bucket of the live scope -> its live matches.
-
-    The scope holds the batch's keys' events (``_new`` marks the batch's own). A live
-    match is kept when it contains a new event, or when a new event of its key falls in
-    its access range (a late archive event: the join is evaluated again).
-    """
-    import pickle
-
-    from cep_core.live_archive import live_instances
-
-    def run(frame: pd.DataFrame) -> pd.DataFrame:
-        spec = _spec(query)
-        is_new = frame["_new"].eq(True).to_numpy(dtype=bool)
-        frame = frame.drop(columns=[BUCKET, "_new"]).reset_index(drop=True)
-        new_ids = set(frame["event_id"][is_new])
-        new_times: dict[Any, list[int]] = {}
-        for k, t in zip(frame[query.key][is_new], _ns(frame["event_time"][is_new]),
-                        strict=True):
-            new_times.setdefault(k, []).append(t)
-        for times in new_times.values():
-            times.sort()
-        ingest = _ns(frame["ingest_time"])
-        out: dict[str, list[Any]] = {c.split()[0]: [] for c in LIVE_DDL.split(", ")}
-        for inst in live_instances(spec, frame):
-            times = new_times.get(inst.key, [])
-            late = bisect.bisect_left(times, inst.lo) < bisect.bisect_left(times, inst.hi)
-            if not late and new_ids.isdisjoint(inst.ids):
-                continue
-            assert inst.match is not None
-            out["key"].append(str(inst.key))
-            out["lo"].append(int(inst.lo))
-            out["hi"].append(int(inst.hi))
-            out["live_start"].append(int(inst.start))
-            out["live_end"].append(int(inst.end))
-            out["live_ingest"].append(max(ingest[r] for r in inst.match.rows))
-            out["instance"].append(pickle.dumps(inst, protocol=pickle.HIGHEST_PROTOCOL))
-        out["live_ingest"] = pd.to_datetime(pd.array(out["live_ingest"], dtype="Int64"),
-                                            unit="ns")
-        return _data_frame(out)
-
-    return run
-
-
 def archive_joiner(
     query: LiveArchiveQuery, strategy: str, version: int, batch_id: int, detected: datetime
 ) -> Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame]:
@@ -281,20 +235,23 @@ def engine_columns(queries: Sequence[QueryDefinition]) -> list:
 
 @dataclass
 class Detection:
-    """One batch's gold rows and, per live-archive query, its archive-access record."""
+    """One batch's gold rows and, per live-archive query, its archive-access record and
+    its live step (whose state is saved once gold is written)."""
 
     rows: Any  # pyspark DataFrame of gold.complex_events rows
     access: list[dict[str, Any]] = field(default_factory=list)
+    live_steps: list[tuple[LiveArchiveQuery, LiveStep]] = field(default_factory=list)
 
 
 def detect(spark, queries: Sequence[QueryDefinition], new_events, history, version: int,  # noqa: ANN001
-           batch_id: int, detected: datetime, buckets: int = 8, strategy: str = "",
+           batch_id: int, detected: datetime, settings: Settings, strategy: str = "",
            rbuffer: RecentBuffer | None = None) -> Detection:
     """Gold rows of every query for one batch of ``new_events`` over ``history`` (silver
     at the pinned ``version``). ``strategy`` overrides the live-archive queries' own.
 
-    Keys are hashed into ``buckets`` groups; each group is one engine call.
+    Keys are hashed into buckets; each bucket is one engine call.
     """
+    buckets = settings.spark_shuffle_partitions * 2
     columns = engine_columns(queries)
     new_events = new_events.select(*columns)
     history = history.select(*columns)
@@ -304,7 +261,7 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
             return history
         return history.join(new_events.select(*keys).distinct(), list(keys), "left_semi")
 
-    results, access = [], []
+    results, access, steps = [], [], []
     for query in queries:
         if isinstance(query, PatternQuery):
             keys = _compiled(query.query).partition_by
@@ -313,22 +270,24 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
                     pattern_matcher(query, version, batch_id, detected), GOLD_DDL)
             )
         else:
-            rows, record = _live_archive(spark, query, new_events, history, version, batch_id,
-                                         detected, buckets, strategy or query.strategy,
-                                         rbuffer)
+            rows, record, step = _live_archive(spark, settings, query, new_events, history,
+                                               version, batch_id, detected, buckets,
+                                               strategy or query.strategy, rbuffer)
             results.append(rows)
             access.append(record)
+            steps.append((query, step))
     out = results[0]
     for frame in results[1:]:
         out = out.unionByName(frame)
-    return Detection(out.dropDuplicates(["query_id", "match_id"]), access)
+    return Detection(out.dropDuplicates(["query_id", "match_id"]), access, steps)
 
 
-def _live_archive(spark, query: LiveArchiveQuery, new_events, history, version: int,  # noqa: ANN001, ANN202, PLR0913
-                  batch_id: int, detected: datetime, buckets: int, strategy: str,
-                  rbuffer: RecentBuffer | None):
-    """Live step (Spark) -> plan (driver, cep_core) -> archive reads (RBuffer, then Delta
-    with data skipping) -> join (Spark). Returns the gold rows and the access record."""
+def _live_archive(spark, settings: Settings, query: LiveArchiveQuery, new_events, history,  # noqa: ANN001, ANN202, PLR0913
+                  version: int, batch_id: int, detected: datetime, buckets: int,
+                  strategy: str, rbuffer: RecentBuffer | None):
+    """Live step (Spark, stored partial matches) -> plan (driver, cep_core) -> archive
+    reads (RBuffer, then Delta with data skipping) -> join (Spark). Returns the gold rows,
+    the access record and the live step."""
     from pyspark.sql import functions as F
 
     from cep_core.live_archive import (
@@ -341,11 +300,8 @@ def _live_archive(spark, query: LiveArchiveQuery, new_events, history, version: 
 
     started = time.perf_counter()
     spec, key = _spec(query), query.key
-    marked = history.join(new_events.select("event_id").withColumn("_new", F.lit(True)),
-                          "event_id", "left")
-    scope = marked.join(new_events.select(key).distinct(), [key], "left_semi")
-    live = _bucketed(scope, [key], buckets).groupBy(BUCKET).applyInPandas(
-        live_finder(query), LIVE_DDL).localCheckpoint(eager=True)
+    step = find_live(spark, settings, query, new_events, history, batch_id)
+    live = step.live
     light = live.select("key", "lo", "hi", "live_start", "live_end").toPandas()
     light = light.sort_values(["live_end", "live_start"], kind="stable")
     instances = [LiveInstance(k, s, e, lo, hi) for k, s, e, lo, hi in zip(
@@ -354,7 +310,7 @@ def _live_archive(spark, query: LiveArchiveQuery, new_events, history, version: 
 
     # 'auto' and OLLAA weigh the live selectivity (this batch) against the archive's (a
     # sample of the batch's keys' history until issue 6's statistics exist).
-    settings = query.settings()
+    plan_settings = query.settings()
 
     def live_selectivity() -> Selectivity:
         new_count = new_events.count()
@@ -362,12 +318,13 @@ def _live_archive(spark, query: LiveArchiveQuery, new_events, history, version: 
 
     def archive_sample() -> Selectivity:
         sample_keys = [r[0] for r in new_events.select(key).distinct().limit(50).collect()]
-        sample = history.where(F.col(key).isin(sample_keys)).limit(settings.sample_rows)
-        return sample_selectivity(spec.archive, sample.toPandas(), key, settings.sample_rows)
+        sample = history.where(F.col(key).isin(sample_keys)).limit(plan_settings.sample_rows)
+        return sample_selectivity(spec.archive, sample.toPandas(), key,
+                                  plan_settings.sample_rows)
 
-    strategy, drive, reason = resolve(spec, strategy, settings, live_selectivity,
+    strategy, drive, reason = resolve(spec, strategy, plan_settings, live_selectivity,
                                       archive_sample)
-    plan = make_plan(spec, strategy, instances, settings, reason, drive)
+    plan = make_plan(spec, strategy, instances, plan_settings, reason, drive)
 
     loads = pd.DataFrame(
         [(k, load.lo, load.hi) for load in plan.loads for k in (load.keys or (None,))],
@@ -400,8 +357,28 @@ def _live_archive(spark, query: LiveArchiveQuery, new_events, history, version: 
         "rows_from_buffer": buffered, "delta_files_read": metrics.files_read,
         "delta_files_total": metrics.files_total, "delta_rows_scanned": metrics.rows_scanned,
         "seconds": time.perf_counter() - started,
+        **{f"partial_{n}": step.stats[n] for n in ("hits", "misses", "open_misses",
+                                                    "new_keys", "spilled")},
+        "replayed_keys": step.stats["replayed"],
     }
-    return gold_rows, record
+    return gold_rows, record, step
+
+
+def check_live_columns(schema, queries: Sequence[LiveArchiveQuery]) -> None:  # noqa: ANN001
+    """The stored live state is keyed by the join key as text and by event time: the key
+    must be a string column, the live pattern ordered by a timestamp."""
+    types = {f.name.lower(): f.dataType.simpleString() for f in schema.fields}
+    for query in queries:
+        kind = types.get(query.key.lower())
+        if kind != "string":
+            raise ValueError(f"live-archive query {query.id!r}: join key {query.key!r} is "
+                             f"{kind or 'not a silver column'}; it must be a string column "
+                             "(declare an attribute key as string in [attributes])")
+        time_kind = types.get(_spec(query).time.lower())
+        if time_kind != "timestamp":
+            raise ValueError(f"live-archive query {query.id!r}: ORDER BY "
+                             f"{_spec(query).time!r} is {time_kind}; live-archive queries "
+                             "order by a timestamp column (event_time)")
 
 
 def merge_into_gold(spark, settings: Settings, rows) -> None:  # noqa: ANN001
@@ -431,6 +408,7 @@ def record_access(spark, settings: Settings, records: list[dict[str, Any]],  # n
     (
         DeltaTable.forPath(spark, table.path).alias("t")
         .merge(rows.alias("s"), "t.query_id = s.query_id AND t.batch_id = s.batch_id")
+        .withSchemaEvolution()  # tables from before the partial_* columns get them
         .whenMatchedUpdateAll()
         .whenNotMatchedInsertAll()
         .execute()
@@ -455,6 +433,15 @@ def run(spark, settings: Settings, *, continuous: bool = False,  # noqa: ANN001
         log(f"{QUERY}: live-archive strategies {names}; RBuffer {settings.rbuffer_rows} rows")
     rbuffer = RecentBuffer(settings.rbuffer_rows) if live_archive else None
     columns = engine_columns(queries)
+    if live_archive:
+        check_live_columns(silver.read().select(*columns).schema, live_archive)
+        stale = drop_stale(spark, settings, live_archive)
+        if stale:
+            log(f"{QUERY}: dropped the stored partial matches of {stale} changed or removed "
+                "live-archive queries (their keys are replayed from silver history)")
+        log(f"{QUERY}: partial matches in {settings.partial_match_buckets} buckets, "
+            f"{settings.partial_match_capacity} keys in memory per bucket, "
+            f"{settings.partial_match_policy.upper()} spilling")
 
     def each_batch(batch, batch_id: int) -> None:  # noqa: ANN001
         version = silver.version()
@@ -462,12 +449,13 @@ def run(spark, settings: Settings, *, continuous: bool = False,  # noqa: ANN001
         history = silver.as_of(version)
         if rbuffer is not None:
             rbuffer.update(history, version, batch, columns)
-        found = detect(spark, queries, batch, history, version, batch_id, detected,
-                       buckets=settings.spark_shuffle_partitions * 2,
+        found = detect(spark, queries, batch, history, version, batch_id, detected, settings,
                        strategy=settings.live_archive_strategy, rbuffer=rbuffer)
         rows = found.rows.persist()
         try:
             merge_into_gold(spark, settings, rows)
+            for query, step in found.live_steps:  # after gold: a crash in between replays
+                save_state(spark, settings, query, step, batch_id, version, detected)
             counts = dict(rows.groupBy("query_id").count().collect())
             for record in found.access:
                 record["complex_events"] = int(counts.get(record["query_id"], 0))
@@ -476,7 +464,10 @@ def run(spark, settings: Settings, *, continuous: bool = False,  # noqa: ANN001
                     f"{record['loads']} loads ({record['buffer_loads']} from RBuffer), "
                     f"{record['rows_loaded']} rows loaded, Delta files "
                     f"{record['delta_files_read']}/{record['delta_files_total']}, "
-                    f"{record['delta_rows_scanned']} rows scanned")
+                    f"{record['delta_rows_scanned']} rows scanned; partial matches: "
+                    f"{record['partial_hits']} hits, {record['partial_misses']} misses, "
+                    f"{record['partial_new_keys']} new keys, {record['partial_spilled']} "
+                    f"spilled, {record['replayed_keys']} keys replayed from history")
             record_access(spark, settings, found.access, detected)
             log(f"{QUERY}: batch {batch_id}: {sum(counts.values())} complex events detected "
                 f"(silver history pinned at version {version})")

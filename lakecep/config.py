@@ -51,6 +51,16 @@ class Settings:
     optimize_min_files: int = 16
     #: Target rows per file when the optimize job rewrites silver.events.
     optimize_file_rows: int = 200_000
+    #: Live-archive queries keep the live pattern's partial matches in
+    #: gold.partial_matches, hashed into this many buckets of join keys (changing it
+    #: rebuilds the state from silver history).
+    partial_match_buckets: int = 16
+    #: Partition keys per bucket kept in the bucket's in-memory (hot) record; the others
+    #: are spilled to their own rows of gold.partial_matches.
+    partial_match_capacity: int = 5000
+    #: Which keys are spilled first: ``tpm`` (oldest in memory) or ``stpm`` (lowest
+    #: e.t + Δt_i · p(E_{i+1} | E_i)).
+    partial_match_policy: str = "stpm"
 
     # Derived locations -------------------------------------------------------------
     @property
@@ -143,5 +153,8 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
     if strategy not in ("", "alaa", "llaa", "ollaa", "sllaa", "auto"):
         raise ConfigError(f"live_archive_strategy = {strategy!r}: use alaa, llaa, ollaa, "
                           "sllaa, auto, or leave empty for each query's own strategy")
+    policy = values.get("partial_match_policy", "stpm")
+    if policy not in ("tpm", "stpm"):
+        raise ConfigError(f"partial_match_policy = {policy!r}: use tpm or stpm")
     settings = Settings(**values)
     return dataclasses.replace(settings, home=settings.home.resolve())

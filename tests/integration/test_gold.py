@@ -70,7 +70,7 @@ def test_gold_patterns_late_events_and_exactly_once(spark, local) -> None:  # no
     silver_events = LakeTable(spark, local, "silver.events")
     version = silver_events.version()
     rows = gold.detect(spark, gold.load_queries(), silver_events.read(),
-                       silver_events.as_of(version), version, 99, datetime.now()).rows
+                       silver_events.as_of(version), version, 99, datetime.now(), local).rows
     gold.merge_into_gold(spark, local, rows)
     assert len(LakeTable(spark, local, "gold.complex_events").read().collect()) == len(second)
 
@@ -111,7 +111,7 @@ def test_live_archive_late_archive_events_and_every_strategy(spark, local) -> No
     for strategy in ("alaa", "llaa", "ollaa", "sllaa", "auto"):
         query = dataclasses.replace(queries[0], tolerated_latency=timedelta(hours=1))
         result = gold.detect(spark, [query], silver_events.read(), silver_events.as_of(version),
-                             version, 7, datetime.now(), strategy=strategy)
+                             version, 7, datetime.now(), local, strategy=strategy)
         rows = result.rows.collect()
         found[strategy] = sorted((tuple(r.live_event_ids), tuple(r.archive_event_ids),
                                   r.match_number) for r in rows)

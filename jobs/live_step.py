@@ -1,0 +1,221 @@
+"""The live step of live-archive queries: live-pattern partial matches kept in Delta.
+
+Spark executors keep nothing between micro-batches, so the live pattern's partial matches
+live in the Delta table ``gold.partial_matches`` (``docs/partial-matches.md``). Per query,
+join keys are hashed into ``partial_match_buckets`` buckets; each bucket has one ``hot``
+row (the state of the partition keys kept in memory, at most ``partial_match_capacity``)
+and each join key one ``key`` row (the newest event time fed for it and, when the bounded
+store spilled it, its partial matches -- TPM or STPM, ``partial_match_policy``).
+
+Per batch (:func:`find_live`):
+
+1. Classify the batch's join keys on the driver's plan: *in order* when the key has a row
+   and its earliest new event is not older than the newest one fed; else *replay* (a new
+   key, a late event, or a batch that is run again after a crash).
+2. Feed in-order keys their new events only; feed replay keys their whole history at the
+   pinned silver version, after dropping their state (``cep_core.stored_state.advance``
+   in one pandas call per bucket, with the bucket's hot row and the spilled rows of the
+   batch's in-order keys). A replay re-finds the key's earlier live matches too, so a late
+   archive event is joined with the live matches whose RA it falls in; gold's MERGE keeps
+   each complex event once.
+3. After gold is written, :func:`save_state` merges the new hot and key rows.
+
+Every history read of the old design (each touched key's whole history, every batch) is
+now only for replay keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+
+import schemas
+from jobs.tables import LakeTable
+from lakecep.config import Settings
+from lakecep.queries import LiveArchiveQuery
+
+BUCKET = "_bucket"
+REPLAY = "_replay"
+TABLE = "gold.partial_matches"
+#: One output schema for the four kinds of rows a bucket call returns: ``live`` (a live
+#: match for the join), ``hot`` / ``key`` (new state rows), ``stats`` (counters as JSON).
+OUT_DDL = ("kind STRING, bucket INT, key STRING, lo BIGINT, hi BIGINT, live_start BIGINT, "
+           "live_end BIGINT, live_ingest TIMESTAMP, instance BINARY, last_time BIGINT, "
+           "record BINARY, keys_in_memory INT, rows_in_memory BIGINT, stats STRING")
+STAT_NAMES = ("hits", "misses", "open_misses", "new_keys", "spilled", "replayed",
+              "late_rows")
+
+
+def fingerprint(query: LiveArchiveQuery, settings: Settings) -> str:
+    """State is only valid for the same live pattern, key and bucket count."""
+    text = f"{query.id}|{query.version}|{query.key}|{query.live}|{settings.partial_match_buckets}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def bucket_of(column: str, buckets: int):  # noqa: ANN201 - a pyspark Column
+    from pyspark.sql import functions as F
+
+    return F.pmod(F.hash(F.col(column)), F.lit(buckets)).cast("int")
+
+
+def bucket_step(query: LiveArchiveQuery, settings: Settings,
+                ) -> Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame]:
+    """cogroup function: one bucket's events x its state rows -> live matches, new state
+    rows and counters."""
+    capacity, policy = settings.partial_match_capacity, settings.partial_match_policy
+
+    def run(events: pd.DataFrame, state: pd.DataFrame) -> pd.DataFrame:
+        from cep_core.live_archive import instances_of, time_values
+        from cep_core.stored_state import ROW_ID, advance
+
+        if events.empty:
+            return _rows({})
+        spec = query.spec()
+        bucket = int(events[BUCKET].iloc[0])
+        hot = state.loc[state["kind"] == "hot", "record"]
+        keys = state[(state["kind"] == "key") & state["record"].notna()]
+        replay = set(events.loc[events[REPLAY].astype(bool), query.key])
+        frame = events.drop(columns=[BUCKET, REPLAY]).reset_index(drop=True)
+        step = advance(spec.live, frame, key=query.key,
+                       hot=hot.iloc[0] if len(hot) else None,
+                       spilled=dict(zip(keys["key"], keys["record"], strict=True)),
+                       replay=replay, capacity=capacity, policy=policy)
+        out: dict[str, list[Any]] = {c.split()[0]: [] for c in OUT_DDL.split(", ")}
+
+        def add(kind: str, **values: Any) -> None:
+            row = {"kind": kind, "bucket": bucket, **values}
+            for name, column in out.items():
+                column.append(row.get(name))
+
+        rows = step.rows
+        if step.matches and rows is not None:
+            where = pd.Index(rows[ROW_ID])
+            ingest = time_values(rows["ingest_time"])
+            for inst in instances_of(spec, step.matches, rows, where.get_indexer):
+                assert inst.match is not None
+                add("live", key=str(inst.key), lo=int(inst.lo), hi=int(inst.hi),
+                    live_start=int(inst.start), live_end=int(inst.end),
+                    live_ingest=int(ingest[where.get_indexer(list(inst.match.rows))].max()),
+                    instance=pickle.dumps(inst, protocol=pickle.HIGHEST_PROTOCOL))
+        add("hot", key="", record=step.hot, keys_in_memory=step.keys_in_memory,
+            rows_in_memory=step.rows_in_memory)
+        for group in set(step.groups) | set(step.last_time):
+            last = step.last_time.get(group)
+            add("key", key=str(group), record=step.groups.get(group),
+                last_time=None if last is None else int(last))
+        counters = step.stats.as_dict()
+        add("stats", stats=json.dumps({**{n: counters.get(n, 0) for n in STAT_NAMES},
+                                       "replayed": len(replay),
+                                       "late_rows": step.late_rows}))
+        return _rows(out)
+
+    return run
+
+
+def _rows(columns: dict[str, list[Any]]) -> pd.DataFrame:
+    names = [c.split()[0] for c in OUT_DDL.split(", ")]
+    frame = pd.DataFrame({n: pd.Series(columns.get(n, []), dtype=object) for n in names})
+    frame["live_ingest"] = pd.to_datetime(pd.array(frame["live_ingest"], dtype="Int64"),
+                                          unit="ns")
+    for name in ("bucket", "keys_in_memory"):
+        frame[name] = pd.array(frame[name], dtype="Int32")
+    for name in ("lo", "hi", "live_start", "live_end", "last_time", "rows_in_memory"):
+        frame[name] = pd.array(frame[name], dtype="Int64")
+    return frame
+
+
+@dataclass
+class LiveStep:
+    """One batch's live step: live matches (a checkpointed DataFrame with the columns the
+    join needs), new state rows (saved by :func:`save_state` after gold is written) and
+    the summed counters."""
+
+    live: Any
+    state: Any
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+def find_live(spark, settings: Settings, query: LiveArchiveQuery, new_events, history,  # noqa: ANN001, PLR0913
+              batch_id: int) -> LiveStep:
+    from pyspark.sql import functions as F
+
+    key, buckets = query.key, settings.partial_match_buckets
+    time = query.spec().time
+    state = LakeTable(spark, settings, TABLE).ensure().read().where(
+        (F.col("query_id") == query.id) & (F.col("fingerprint") == fingerprint(query, settings)))
+    newest_batch = state.agg(F.max("batch_id")).first()[0]
+    rerun = newest_batch is not None and newest_batch >= batch_id
+    touched = (new_events.where(F.col(key).isNotNull()).groupBy(key)
+               .agg(F.min(F.unix_micros(F.col(time)) * 1000).alias("t_min")))
+    known = state.where(F.col("kind") == "key").select(
+        F.col("key").alias(key), "last_time", "record")
+    classified = touched.join(known, key, "left").select(
+        key, "record", bucket_of(key, buckets).alias(BUCKET),
+        (F.lit(rerun) | F.col("last_time").isNull() | (F.col("t_min") < F.col("last_time"))
+         ).alias(REPLAY)).localCheckpoint(eager=True)
+    in_order = classified.where(~F.col(REPLAY))
+    events = new_events.join(in_order.select(key), key, "left_semi").withColumn(
+        REPLAY, F.lit(False)).unionByName(
+        history.join(classified.where(F.col(REPLAY)).select(key), key, "left_semi")
+        .withColumn(REPLAY, F.lit(True)))
+    state_in = state.where(F.col("kind") == "hot").join(
+        classified.select(F.col(BUCKET).alias("bucket")).distinct(), "bucket", "left_semi",
+    ).select("bucket", "kind", "key", "record").unionByName(
+        in_order.where(F.col("record").isNotNull()).select(
+            F.col(BUCKET).alias("bucket"), F.lit("key").alias("kind"),
+            F.col(key).alias("key"), "record"))
+    out = events.withColumn(BUCKET, bucket_of(key, buckets)).groupBy(BUCKET).cogroup(
+        state_in.groupBy("bucket")).applyInPandas(bucket_step(query, settings), OUT_DDL
+    ).localCheckpoint(eager=True)
+    totals = dict.fromkeys(STAT_NAMES, 0)
+    for (text,) in out.where(F.col("kind") == "stats").select("stats").collect():
+        for name, value in json.loads(text).items():
+            totals[name] += int(value)
+    live = out.where(F.col("kind") == "live").select(
+        "key", "lo", "hi", "live_start", "live_end", "live_ingest", "instance")
+    return LiveStep(live, out.where(F.col("kind").isin("hot", "key")), totals)
+
+
+def save_state(spark, settings: Settings, query: LiveArchiveQuery, step: LiveStep,  # noqa: ANN001
+               batch_id: int, version: int, now: datetime) -> None:
+    """Merge the batch's new hot and key rows into gold.partial_matches."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    table = LakeTable(spark, settings, TABLE).ensure()
+    rows = step.state.select(
+        F.lit(query.id).alias("query_id"), F.lit(fingerprint(query, settings)).alias(
+            "fingerprint"), "kind", "bucket", "key", "last_time", "record", "keys_in_memory",
+        "rows_in_memory", F.lit(batch_id).cast("bigint").alias("batch_id"),
+        F.lit(version).cast("bigint").alias("history_version"),
+        F.lit(pd.Timestamp(now).tz_localize(None)).alias("updated"))
+    match = ("t.query_id = s.query_id AND t.fingerprint = s.fingerprint AND t.kind = s.kind "
+             "AND t.bucket = s.bucket AND t.key = s.key")
+    update = {c: f"s.{c}" for c in schemas.columns(TABLE)}
+    update["last_time"] = "coalesce(s.last_time, t.last_time)"
+    (DeltaTable.forPath(spark, table.path).alias("t").merge(rows.alias("s"), match)
+     .whenMatchedUpdate(set=update).whenNotMatchedInsertAll().execute())
+
+
+def drop_stale(spark, settings: Settings, queries: list[LiveArchiveQuery]) -> int:  # noqa: ANN001
+    """Delete state rows no current query can use (other fingerprint, or a query that is
+    gone); returns how many query ids had stale rows."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    table = LakeTable(spark, settings, TABLE).ensure()
+    valid = F.lit(False)
+    for query in queries:
+        valid = valid | ((F.col("query_id") == query.id)
+                         & (F.col("fingerprint") == fingerprint(query, settings)))
+    stale = table.read().where(~valid).select("query_id").distinct().count()
+    if stale:
+        DeltaTable.forPath(spark, table.path).delete(~valid)
+    return stale
