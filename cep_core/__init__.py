@@ -6,11 +6,13 @@ Pure Python (numpy/pandas); never imports Spark. Entry points:
 * :func:`compile_query` -- parse once, then ``find_matches(df)`` / ``run(df)`` per batch.
 * :class:`IncrementalMatcher` -- feed batches of a stream, get matches once final.
 * :class:`QueryError` -- bad query (with line, column and a caret under the text).
+* :func:`cep_core.uncertain.evaluate` -- queries with ``UNCERTAIN TIME`` (uncertain event
+  times, event constraints, match probabilities; docs/uncertain.md).
 
 The language is described in ``docs/query-language.md``.
 """
 
-from . import patterns
+from . import patterns, uncertain
 from .api import CompiledQuery, Match, compile_query, match_recognize
 from .errors import QueryError
 from .parser import parse
@@ -18,4 +20,4 @@ from .printer import to_sql
 from .streaming import IncrementalMatcher
 
 __all__ = ["CompiledQuery", "IncrementalMatcher", "Match", "QueryError", "compile_query",
-           "match_recognize", "parse", "patterns", "to_sql"]
+           "match_recognize", "parse", "patterns", "to_sql", "uncertain"]

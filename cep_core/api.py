@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
@@ -34,6 +34,9 @@ from .extensions import check_extensions
 from .matcher import Conditions, Matcher, RawMatch, SkipPolicy, Window
 from .parser import parse
 from .vectorized import evaluate_condition
+
+if TYPE_CHECKING:
+    from .uncertain import UncertainPlan
 
 TIMED_OUT = "timed_out"  # the marker column of EMIT TIMEOUTS
 
@@ -87,11 +90,24 @@ class CompiledQuery:
         self.text = query
         self.tree = parse(query)
         self.match = self.tree.match
+        #: the checked plan of an UNCERTAIN TIME query (run by :mod:`cep_core.uncertain`)
+        self.uncertain_plan: UncertainPlan | None = None
+        self._bound: dict[tuple[str, ...], _Bound] = {}
+        if self.match.uncertain is not None:
+            from .uncertain import check_query
+
+            try:
+                self.uncertain_plan = check_query(self.match)
+            except QueryError as err:
+                raise err.with_query(query) from None
+            self._variables = list(self.uncertain_plan.variables)
+            self._fast, self.plan = None, "uncertain: cep_core.uncertain.evaluate"
+            self.engine = "uncertain"
+            return
         try:
             self._check()
         except QueryError as err:
             raise err.with_query(query) from None
-        self._bound: dict[tuple[str, ...], _Bound] = {}
         from .fast import plan_fast
 
         self._fast, self.plan = plan_fast(self, engine)
@@ -230,6 +246,10 @@ class CompiledQuery:
     def find_matches(self, df: pd.DataFrame) -> list[Match]:
         """All matches in ``df`` (partitioned and ordered as the query says), by partition
         key then match number. Empty matches are included, with ``rows == ()``."""
+        if self.uncertain_plan is not None:
+            raise QueryError("an UNCERTAIN TIME query has no certain matches; use run() or "
+                             "cep_core.uncertain.evaluate()", *self.uncertain_plan.clause.pos,
+                             query=self.text)
         bound = self._bind(df)
         try:
             if self._fast is not None:
@@ -242,6 +262,10 @@ class CompiledQuery:
 
     def run(self, df: pd.DataFrame) -> pd.DataFrame:
         """The query's result over ``df`` (as :func:`match_recognize` returns it)."""
+        if self.uncertain_plan is not None:
+            from .uncertain import evaluate
+
+            return evaluate(self, df).table
         bound = self._bind(df)
         try:
             if self._fast is not None:

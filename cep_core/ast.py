@@ -263,6 +263,34 @@ class SkipTo:
 
 
 @dataclass(frozen=True)
+class EventConstraint:
+    """lakecep extension, one item of ``EVENT CONSTRAINTS (...)``: ``kind`` is 'PRIOR',
+    'EXCLUSIVE' or 'REQUIRE', over the variables (event classes) ``first`` and ``second``."""
+
+    kind: str
+    first: str
+    second: str
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
+class UncertainTime:
+    """lakecep extension ``UNCERTAIN TIME BETWEEN lower AND upper [PMF pmf] [GRANULARITY g]
+    [EVENT CONSTRAINTS (...)] [WITH PROBABILITY >= p]`` (see docs/uncertain.md).
+
+    ``granularity`` None: the default (1 second for timestamps, 1 for numbers);
+    ``min_probability`` None: not written (every match with a positive probability)."""
+
+    lower: Column
+    upper: Column
+    pmf: Column | None = None
+    granularity: IntervalLiteral | Literal | None = None
+    constraints: tuple[EventConstraint, ...] = ()
+    min_probability: Literal | None = None
+    pos: Pos = _pos()
+
+
+@dataclass(frozen=True)
 class MatchRecognize:
     partition_by: tuple[Column, ...]
     order_by: tuple[SortItem, ...]
@@ -283,6 +311,8 @@ class MatchRecognize:
     consumption: str | None = None
     emit_timeouts: bool = False
     consumption_pos: Pos = _pos()  # where CONSUMPTION / EMIT TIMEOUTS (would) start
+    # lakecep extension: uncertain event times (None: the ordinary, certain engine).
+    uncertain: UncertainTime | None = None
 
 
 @dataclass(frozen=True)

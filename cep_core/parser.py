@@ -24,6 +24,7 @@ CAST_TYPES = {"BIGINT": 0, "INTEGER": 0, "INT": 0, "DOUBLE": 0, "REAL": 0, "DECI
 _CLAUSES = ("PARTITION BY", "ORDER BY", "MEASURES", "ONE ROW PER MATCH", "ALL ROWS PER MATCH",
             "AFTER MATCH SKIP", "PATTERN", "SUBSET", "DEFINE")
 _CONSUMPTION_MODES = ("RECENT", "FIRST", "CHRONICLE", "CUMULATIVE", "CONTINUOUS")
+_EVENT_CONSTRAINTS = ("PRIOR", "EXCLUSIVE", "REQUIRE")
 _INTERVAL_UNITS = {"SECOND", "MINUTE", "HOUR", "DAY"}
 _COMPARISONS = {"=", "<>", "!=", "<", "<=", ">", ">="}
 
@@ -202,6 +203,7 @@ class _Parser:
         if self._match_kw("CONSUMPTION"):
             consumption = self._parse_consumption()
         emit_timeouts = self._match_kw("EMIT", "TIMEOUTS")
+        uncertain = self._parse_uncertain()
         subsets: tuple[ast.Subset, ...] = ()
         defines: tuple[ast.Define, ...] = ()
         if self._match_kw("SUBSET"):
@@ -212,7 +214,75 @@ class _Parser:
             raise self._unexpected_clause()
         return ast.MatchRecognize(partition_by, order_by, measures, rows, skip, pattern, within,
                                   subsets, defines, rows_written, skip_written, selection,
-                                  consumption, emit_timeouts, consumption_pos)
+                                  consumption, emit_timeouts, consumption_pos, uncertain)
+
+    # ------------------------------------------------------------------ UNCERTAIN TIME
+    def _parse_uncertain(self) -> ast.UncertainTime | None:
+        """lakecep extension (docs/uncertain.md): ``UNCERTAIN TIME BETWEEN lower AND upper
+        [PMF pmf] [GRANULARITY g] [EVENT CONSTRAINTS (...)] [WITH PROBABILITY >= p]``."""
+        if not self._is_kw("UNCERTAIN"):
+            for words in (("EVENT", "CONSTRAINTS"), ("WITH", "PROBABILITY")):
+                if self._is_kw(*words):
+                    raise self._error(f"{' '.join(words)} is only allowed after UNCERTAIN "
+                                      "TIME BETWEEN lower AND upper")
+            return None
+        pos = self._pos()
+        self._expect_kw("UNCERTAIN", "TIME", "BETWEEN")
+        lower = self._parse_plain_column()
+        self._expect_kw("AND")
+        upper = self._parse_plain_column()
+        pmf = self._parse_plain_column() if self._match_kw("PMF") else None
+        granularity: ast.IntervalLiteral | ast.Literal | None = None
+        if self._is_kw("GRANULARITY"):
+            tok = self._advance()
+            granularity = self._parse_within("GRANULARITY")
+            amount = (float(granularity.amount) if isinstance(granularity, ast.IntervalLiteral)
+                      else float(granularity.value))  # type: ignore[arg-type]
+            if not amount > 0:
+                raise self._error("GRANULARITY must be positive", tok)
+        constraints: tuple[ast.EventConstraint, ...] = ()
+        if self._match_kw("EVENT", "CONSTRAINTS"):
+            constraints = self._parse_event_constraints()
+        min_probability: ast.Literal | None = None
+        if self._match_kw("WITH", "PROBABILITY"):
+            self._expect_sym(">=", "after WITH PROBABILITY")
+            tok = self.tok
+            if tok.kind is not Kind.NUMBER:
+                raise self._error(f"expected a probability between 0 and 1 after WITH "
+                                  f"PROBABILITY >=, found {tok.describe()}")
+            self._advance()
+            value = _number(tok.text)
+            if not 0 <= value <= 1:
+                raise self._error(f"WITH PROBABILITY >= {tok.text}: the probability must be "
+                                  "between 0 and 1", tok)
+            min_probability = ast.Literal(value, self._pos(tok))
+        if self._is_kw("EVENT", "CONSTRAINTS"):
+            raise self._error("EVENT CONSTRAINTS is out of place; the UNCERTAIN TIME clauses go "
+                              "UNCERTAIN TIME BETWEEN .. AND .. [PMF ..] [GRANULARITY ..], "
+                              "EVENT CONSTRAINTS (...), WITH PROBABILITY >= p")
+        return ast.UncertainTime(lower, upper, pmf, granularity, constraints, min_probability,
+                                 pos)
+
+    def _parse_event_constraints(self) -> tuple[ast.EventConstraint, ...]:
+        self._expect_sym("(", "after EVENT CONSTRAINTS")
+        items = [self._parse_event_constraint()]
+        while self._match_sym(","):
+            items.append(self._parse_event_constraint())
+        self._expect_sym(")", "to close EVENT CONSTRAINTS")
+        return tuple(items)
+
+    def _parse_event_constraint(self) -> ast.EventConstraint:
+        tok = self.tok
+        if tok.upper not in _EVENT_CONSTRAINTS:
+            raise self._error(f"expected an event constraint ({', '.join(_EVENT_CONSTRAINTS)}) "
+                              f"in EVENT CONSTRAINTS, found {tok.describe()}")
+        self._advance()
+        self._expect_sym("(", f"after {tok.upper}")
+        first, _ = self._parse_var_name()
+        self._expect_sym(",", f"between the two variables of {tok.upper}")
+        second, _ = self._parse_var_name()
+        self._expect_sym(")", f"to close {tok.upper}(")
+        return ast.EventConstraint(tok.upper, first, second, self._pos(tok))
 
     def _parse_consumption(self) -> str:
         """lakecep extension: ``CONSUMPTION RECENT | FIRST | CHRONICLE | CUMULATIVE |
@@ -243,6 +313,12 @@ class _Parser:
         tok = self.tok
         if tok.kind is Kind.EOF:
             return self._error("expected ')' to close MATCH_RECOGNIZE, found end of query")
+        if tok.upper in ("UNCERTAIN", "PMF", "GRANULARITY") or self._is_kw("EVENT", "CONSTRAINTS") \
+                or self._is_kw("WITH", "PROBABILITY"):
+            return self._error(f"{tok.describe()} is out of place; UNCERTAIN TIME BETWEEN .. "
+                               "AND .. [PMF ..] [GRANULARITY ..] [EVENT CONSTRAINTS (...)] "
+                               "[WITH PROBABILITY >= p] follows PATTERN and its extensions "
+                               "and comes before SUBSET and DEFINE", tok)
         if tok.upper in ("WITHIN", "SKIP", "CONSUMPTION", "EMIT"):
             return self._error(f"{tok.describe()} is out of place; the lakecep extensions "
                                "follow PATTERN (...) in the order WITHIN, SKIP TILL ... MATCH, "
@@ -469,14 +545,14 @@ class _Parser:
         name, _ = self._parse_var_name()
         return ast.Var(name, pos)
 
-    def _parse_within(self) -> ast.IntervalLiteral | ast.Literal:
+    def _parse_within(self, clause: str = "WITHIN") -> ast.IntervalLiteral | ast.Literal:
         if self._is_kw("INTERVAL"):
             return self._parse_interval()
         tok = self.tok
         if tok.kind is Kind.NUMBER:
             self._advance()
             return ast.Literal(_number(tok.text), self._pos(tok))
-        raise self._error(f"expected INTERVAL '<n>' <unit> or a number after WITHIN, found "
+        raise self._error(f"expected INTERVAL '<n>' <unit> or a number after {clause}, found "
                           f"{tok.describe()}")
 
     def _parse_subsets(self) -> tuple[ast.Subset, ...]:

@@ -100,6 +100,8 @@ def _match(m: ast.MatchRecognize) -> str:
     if m.emit_timeouts:
         pattern += " EMIT TIMEOUTS"
     lines.append(pattern)
+    if m.uncertain is not None:
+        lines.extend(_uncertain(m.uncertain))
     if m.subsets:
         lines.append("SUBSET " + ", ".join(
             f"{_var(s.name)} = ({', '.join(_var(v) for v in s.vars)})" for s in m.subsets))
@@ -107,6 +109,21 @@ def _match(m: ast.MatchRecognize) -> str:
         lines.append("DEFINE " + ",\n       ".join(
             f"{_var(d.var)} AS {_expr(d.condition)}" for d in m.defines))
     return "\n".join("  " + line for line in lines)
+
+
+def _uncertain(u: ast.UncertainTime) -> list[str]:
+    text = f"UNCERTAIN TIME BETWEEN {_column(u.lower)} AND {_column(u.upper)}"
+    if u.pmf is not None:
+        text += f" PMF {_column(u.pmf)}"
+    if u.granularity is not None:
+        text += f" GRANULARITY {_expr(u.granularity)}"
+    lines = [text]
+    if u.constraints:
+        lines.append("EVENT CONSTRAINTS (" + ", ".join(
+            f"{c.kind}({_var(c.first)}, {_var(c.second)})" for c in u.constraints) + ")")
+    if u.min_probability is not None:
+        lines.append(f"WITH PROBABILITY >= {_expr(u.min_probability)}")
+    return lines
 
 
 # ----------------------------------------------------------------------------- patterns

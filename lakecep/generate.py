@@ -230,6 +230,34 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def write_lines(lines: list[str], landing_dir: Path, *, lines_per_file: int = 1000,
+                overwrite: bool = False) -> list[Path]:
+    """Write JSON ``lines`` in order as ``events-00000.jsonl``, ... (each under a hidden
+    temporary name, then renamed; equal name widths keep name order = arrival order).
+
+    Raises ``FileExistsError`` if ``landing_dir`` already holds ``events-*.jsonl`` files,
+    unless ``overwrite`` (then they are deleted first)."""
+    if lines_per_file < 1:
+        raise ValueError("lines_per_file must be > 0")
+    landing_dir = Path(landing_dir)
+    landing_dir.mkdir(parents=True, exist_ok=True)
+    existing = sorted(landing_dir.glob("events-*.jsonl"))
+    if existing and not overwrite:
+        raise FileExistsError(f"{landing_dir} already holds {len(existing)} events-*.jsonl "
+                              "files (pass overwrite=True to replace them)")
+    for old in existing:
+        old.unlink()
+    n_files = max(1, -(-len(lines) // lines_per_file))
+    width = max(5, len(str(n_files - 1)))
+    files = []
+    for f in range(n_files):
+        path = landing_dir / f"events-{f:0{width}d}.jsonl"
+        chunk = lines[f * lines_per_file:(f + 1) * lines_per_file]
+        write_atomic(path, "".join(line + "\n" for line in chunk))
+        files.append(path)
+    return files
+
+
 def generate(
     landing_dir: Path,
     truth_dir: Path,

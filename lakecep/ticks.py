@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lakecep.generate import write_atomic
+from lakecep.generate import write_lines
 
 __all__ = ["EXCHANGES", "ticks", "write_landing"]
 
@@ -159,16 +159,6 @@ def write_landing(
     Raises ``FileExistsError`` if ``landing_dir`` already holds ``events-*.jsonl`` files,
     unless ``overwrite`` (then they are deleted first).
     """
-    if lines_per_file < 1:
-        raise ValueError("lines_per_file must be > 0")
-    landing_dir = Path(landing_dir)
-    landing_dir.mkdir(parents=True, exist_ok=True)
-    existing = sorted(landing_dir.glob("events-*.jsonl"))
-    if existing and not overwrite:
-        raise FileExistsError(f"{landing_dir} already holds {len(existing)} events-*.jsonl "
-                              "files (pass overwrite=True to replace them)")
-    for old in existing:
-        old.unlink()
     stamps = np.datetime_as_string(
         frame["event_time"].to_numpy("datetime64[ms]"), unit="ms")
     lines = [
@@ -180,12 +170,4 @@ def write_landing(
             frame["event_type"].tolist(), frame["source_id"].tolist(), stamps.tolist(),
             frame["price"].tolist(), strict=True)
     ]
-    n_files = max(1, -(-len(lines) // lines_per_file))
-    width = max(5, len(str(n_files - 1)))  # equal widths keep name order == arrival order
-    files = []
-    for f in range(n_files):
-        path = landing_dir / f"events-{f:0{width}d}.jsonl"
-        chunk = lines[f * lines_per_file:(f + 1) * lines_per_file]
-        write_atomic(path, "".join(line + "\n" for line in chunk))
-        files.append(path)
-    return files
+    return write_lines(lines, landing_dir, lines_per_file=lines_per_file, overwrite=overwrite)
