@@ -36,7 +36,13 @@ from jobs.live_step import LiveStep, drop_stale, find_live, save_state
 from jobs.streaming import StreamRun, log, run_stream
 from jobs.tables import LakeTable
 from lakecep.config import Settings
-from lakecep.queries import LiveArchiveQuery, PatternQuery, QueryDefinition, load_queries
+from lakecep.queries import (
+    LiveArchiveQuery,
+    PatternQuery,
+    QueryDefinition,
+    UncertainQuery,
+    load_queries,
+)
 
 QUERY = "gold_complex_events"
 #: Silver columns handed to the engine (queries may refer to any of them).
@@ -45,6 +51,8 @@ ENGINE_COLUMNS = [
     "time_lower", "time_upper", "ingest_time",
 ]
 GOLD_DDL = schemas.ddl("gold.complex_events").replace(" NOT NULL", "")
+PROBABILISTIC = "gold.probabilistic_events"
+PROBABILISTIC_DDL = schemas.ddl(PROBABILISTIC).replace(" NOT NULL", "")
 BUCKET = "_bucket"
 
 
@@ -152,6 +160,61 @@ def pattern_matcher(
     return run
 
 
+def uncertain_matcher(
+    query: UncertainQuery, version: int, batch_id: int, detected: datetime
+) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """applyInPandas function: one bucket of keys' history -> their probabilistic events
+    (``cep_core.uncertain``). A partition whose events cannot be evaluated (cep_core raises
+    ``ValueError`` naming the row, e.g. a pmf that does not fit the granularity) gives one
+    row with the error instead of failing the batch."""
+    detected_ts = pd.Timestamp(detected).tz_localize(None)
+    names = schemas.columns(PROBABILISTIC)
+
+    def run(frame: pd.DataFrame) -> pd.DataFrame:
+        from cep_core.uncertain import evaluate
+
+        compiled = _compiled(query.query)
+        frame = frame.drop(columns=[BUCKET]).reset_index(drop=True)
+        keys = compiled.partition_by
+        out: dict[str, list[Any]] = {n: [] for n in names}
+
+        def add(key: tuple[Any, ...], **values: Any) -> None:
+            row = {"query_id": query.id, "query_version": query.version,
+                   "partition_key": "|".join(str(v) for v in key), "method": query.method,
+                   "history_version": version, "batch_id": batch_id,
+                   "detection_time": detected_ts, **values}
+            for name, column in out.items():
+                column.append(row.get(name))
+
+        parts = ([((), frame)] if not keys else
+                 [((k,) if len(keys) == 1 else k, g.reset_index(drop=True))
+                  for k, g in frame.groupby(keys if len(keys) > 1 else keys[0], sort=True)])
+        for key, part in parts:
+            try:
+                result = evaluate(compiled, part, method=query.method, id_column="event_id")
+            except ValueError as err:
+                add(key, match_id=match_id(query.id, ["error"], [str(v) for v in key]),
+                    variables=[], event_ids=[], error=str(err))
+                continue
+            ids = part["event_id"].tolist()
+            lower = _ns(part["time_lower"].fillna(part["event_time"]))
+            upper = _ns(part["time_upper"].fillna(part["event_time"]))
+            measures = result.table.drop(columns=[*keys, "probability"], errors="ignore")
+            for n, (_, sigma, p) in enumerate(result.groups):
+                rows = [r for _, r in sigma]
+                event_ids = [str(ids[r]) for r in rows]
+                add(key, match_id=match_id(query.id, event_ids), variables=[v for v, _ in sigma],
+                    event_ids=event_ids, probability=float(p),
+                    earliest_start=min(lower[r] for r in rows),
+                    latest_end=max(upper[r] for r in rows),
+                    measures=_measures(measures.iloc[n].to_dict()))
+        for name in ("earliest_start", "latest_end"):
+            out[name] = pd.to_datetime(pd.array(out[name], dtype="Int64"), unit="ns")
+        return _data_frame(out)[names]
+
+    return run
+
+
 @lru_cache(maxsize=64)
 def _spec(query: LiveArchiveQuery):  # noqa: ANN202 - cep_core.live_archive.LiveArchiveSpec
     return query.spec()
@@ -224,11 +287,13 @@ def _bucketed(frame, keys: Sequence[str], buckets: int):  # noqa: ANN001, ANN202
 
 
 def engine_columns(queries: Sequence[QueryDefinition]) -> list:
-    """Silver columns for the engine plus every query's typed ``[attributes]``."""
+    """Silver columns for the engine plus every query's typed ``[attributes]`` (and the
+    ``pmf`` column when an uncertain query runs)."""
     from pyspark.sql import functions as F
 
     attributes = dict(a for q in queries for a in q.attributes)
-    return [F.col(c) for c in ENGINE_COLUMNS] + [
+    pmf = [F.col("pmf")] if any(isinstance(q, UncertainQuery) for q in queries) else []
+    return [F.col(c) for c in ENGINE_COLUMNS] + pmf + [
         F.col("attributes").getItem(name).cast(kind).alias(name)
         for name, kind in sorted(attributes.items())]
 
@@ -241,6 +306,8 @@ class Detection:
     rows: Any  # pyspark DataFrame of gold.complex_events rows
     access: list[dict[str, Any]] = field(default_factory=list)
     live_steps: list[tuple[LiveArchiveQuery, LiveStep]] = field(default_factory=list)
+    #: per uncertain query: its probabilistic-event rows and the partition keys recomputed
+    probabilistic: list[tuple[UncertainQuery, Any, list[str]]] = field(default_factory=list)
 
 
 def detect(spark, queries: Sequence[QueryDefinition], new_events, history, version: int,  # noqa: ANN001
@@ -261,9 +328,16 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
             return history
         return history.join(new_events.select(*keys).distinct(), list(keys), "left_semi")
 
-    results, access, steps = [], [], []
+    results, access, steps, probabilistic = [], [], [], []
     for query in queries:
-        if isinstance(query, PatternQuery):
+        if isinstance(query, UncertainQuery):
+            keys = _compiled(query.query).partition_by
+            touched = sorted({"|".join(str(v) for v in r) for r in
+                              new_events.select(*keys).distinct().collect()}) if keys else [""]
+            rows = _bucketed(touched_history(keys), keys, buckets).groupBy(BUCKET).applyInPandas(
+                uncertain_matcher(query, version, batch_id, detected), PROBABILISTIC_DDL)
+            probabilistic.append((query, rows, touched))
+        elif isinstance(query, PatternQuery):
             keys = _compiled(query.query).partition_by
             results.append(
                 _bucketed(touched_history(keys), keys, buckets).groupBy(BUCKET).applyInPandas(
@@ -276,10 +350,13 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
             results.append(rows)
             access.append(record)
             steps.append((query, step))
+    if not results:
+        return Detection(spark.createDataFrame([], GOLD_DDL), access, steps, probabilistic)
     out = results[0]
     for frame in results[1:]:
         out = out.unionByName(frame)
-    return Detection(out.dropDuplicates(["query_id", "match_id"]), access, steps)
+    return Detection(out.dropDuplicates(["query_id", "match_id"]), access, steps,
+                     probabilistic)
 
 
 def _live_archive(spark, settings: Settings, query: LiveArchiveQuery, new_events, history,  # noqa: ANN001, ANN202, PLR0913
@@ -393,6 +470,26 @@ def merge_into_gold(spark, settings: Settings, rows) -> None:  # noqa: ANN001
     )
 
 
+def merge_probabilistic(spark, settings: Settings, query: UncertainQuery, rows,  # noqa: ANN001
+                        touched: list[str]) -> None:
+    """Replace the query's rows of the recomputed partition keys: update probabilities,
+    insert new sequences, delete sequences that no longer match (or fell below the
+    threshold)."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    table = LakeTable(spark, settings, PROBABILISTIC).ensure()
+    mine = (F.col("t.query_id") == query.id) & F.col("t.partition_key").isin(touched)
+    (
+        DeltaTable.forPath(spark, table.path).alias("t")
+        .merge(rows.alias("s"), "t.query_id = s.query_id AND t.match_id = s.match_id")
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .whenNotMatchedBySourceDelete(mine)
+        .execute()
+    )
+
+
 def record_access(spark, settings: Settings, records: list[dict[str, Any]],  # noqa: ANN001
                   detected: datetime) -> None:
     """Upsert the batch's archive-access rows (one per live-archive query)."""
@@ -421,8 +518,11 @@ def run(spark, settings: Settings, *, continuous: bool = False,  # noqa: ANN001
     LakeTable(spark, settings, "gold.complex_events").ensure()
     queries = list(queries or load_queries(settings.queries_dir))
     for query in queries:  # fail fast on a bad query, before any data moves
-        if isinstance(query, PatternQuery):
-            _compiled(query.query)
+        if isinstance(query, PatternQuery | UncertainQuery):
+            compiled = _compiled(query.query)
+            if (compiled.engine == "uncertain") != isinstance(query, UncertainQuery):
+                raise ValueError(f"query {query.id!r}: kind = 'uncertain' is for queries with "
+                                 "UNCERTAIN TIME (and those need kind = 'uncertain')")
         else:
             _spec(query)
     log(f"{QUERY}: queries {', '.join(f'{q.id} v{q.version}' for q in queries)}")
@@ -454,6 +554,10 @@ def run(spark, settings: Settings, *, continuous: bool = False,  # noqa: ANN001
         rows = found.rows.persist()
         try:
             merge_into_gold(spark, settings, rows)
+            for query, prob_rows, touched in found.probabilistic:
+                merge_probabilistic(spark, settings, query, prob_rows, touched)
+                log(f"{QUERY}: batch {batch_id}: {query.id}: probabilistic events of "
+                    f"{len(touched)} partition keys recomputed ({query.method})")
             for query, step in found.live_steps:  # after gold: a crash in between replays
                 save_state(spark, settings, query, step, batch_id, version, detected)
             counts = dict(rows.groupBy("query_id").count().collect())

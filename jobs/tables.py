@@ -43,13 +43,16 @@ class LakeTable:
         from delta.tables import DeltaTable
 
         if not self.exists():
-            (
+            builder = (
                 DeltaTable.createIfNotExists(self.spark)
                 .location(self.path)
                 .addColumns(self.schema)
                 .comment(schemas.tables()[self.name]["doc"])
-                .execute()
             )
+            cluster_by = schemas.tables()[self.name].get("cluster_by")
+            if cluster_by:  # liquid clustering: data skipping on high-cardinality keys
+                builder = builder.clusterBy(*cluster_by)
+            builder.execute()
         return self
 
     def read(self) -> DataFrame:

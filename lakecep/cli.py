@@ -38,6 +38,19 @@ def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
               "stock example with LAKECEP_QUERIES_DIR=queries/examples")
         return 0
 
+    if args.kind == "uncertain":
+        from lakecep.uncertain_events import parcels, write_landing
+
+        frame = parcels(args.parcels, seed=args.seed, max_width=args.max_width)
+        files = write_landing(frame, settings.landing, settings.truth_dir,
+                              lines_per_file=args.lines_per_file, overwrite=args.clean)
+        print(f"generated {len(frame)} uncertain events of {args.parcels} parcels in "
+              f"{len(files)} files under {settings.landing} in "
+              f"{time.monotonic() - started:.1f}s; exact probabilities in "
+              f"{settings.truth_dir / 'uncertain_truth.json'}; run the example with "
+              "LAKECEP_QUERIES_DIR=queries/examples")
+        return 0
+
     def progress(done: int, total: int) -> None:
         print(f"\r  wrote file {done}/{total}", end="", file=sys.stderr, flush=True)
 
@@ -142,10 +155,17 @@ def build_parser() -> argparse.ArgumentParser:
                          "readers A -> B -> C -> D, with duplicates, malformed lines, late and "
                          "out-of-order events) into $LAKECEP_HOME/landing/events, and its "
                          "ground truth into $LAKECEP_HOME/landing/_truth/truth.json.")
-    gen.add_argument("--kind", choices=("rfid", "stock"), default="rfid",
+    gen.add_argument("--kind", choices=("rfid", "stock", "uncertain"), default="rfid",
                      help="rfid: the RFID scenario (default); stock: stock ticks with planted "
-                     "falls and check-marks for queries/examples/stock_check.toml")
+                     "falls and check-marks for queries/examples/stock_check.toml; uncertain: "
+                     "parcels with interval timestamps and pmfs for "
+                     "queries/examples/uncertain_inspection.toml (truth with exact "
+                     "probabilities in _truth/uncertain_truth.json)")
     gen.add_argument("--symbols", type=int, default=20, help="--kind stock: number of symbols")
+    gen.add_argument("--parcels", type=int, default=40, help="--kind uncertain: parcels")
+    gen.add_argument("--max-width", type=int, default=1,
+                     help="--kind uncertain: most minutes an interval reaches on each side of "
+                     "the true time")
     gen.add_argument("--hours", type=float, default=48.0, help="--kind stock: hours of ticks")
     gen.add_argument("--events", type=int, default=20_000, help="approximate number of lines")
     gen.add_argument("--seed", type=int, default=7, help="random seed (same seed, same files)")

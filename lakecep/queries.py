@@ -1,4 +1,5 @@
-"""Shipped query definitions (``queries/*.toml``): plain patterns and live-archive joins.
+"""Shipped query definitions (``queries/*.toml``): plain patterns, live-archive joins and
+uncertain-time patterns.
 
 A ``pattern`` query is one MATCH_RECOGNIZE statement run over silver. A ``live_archive``
 query joins a pattern on the newly arrived events (``[live]``) with a pattern over the
@@ -6,7 +7,8 @@ same key's history in the access range RA = [live start - ``before``, live start
 (``[archive]``), read from silver by Delta time travel at a pinned version, with an
 optional join ``condition`` over both sides' measures and a ``strategy`` (see
 :mod:`cep_core.live_archive`). ``[attributes]`` exposes typed event attributes as columns
-(``price = "double"``). See docs/queries.md.
+(``price = "double"``). An ``uncertain`` query is a pattern whose events have uncertain
+timestamps (``UNCERTAIN TIME``, docs/uncertain.md). See docs/queries.md.
 """
 
 from __future__ import annotations
@@ -74,7 +76,22 @@ class LiveArchiveQuery:
                                 archive_selectivity=archive_selectivity)
 
 
-QueryDefinition = PatternQuery | LiveArchiveQuery
+@dataclass(frozen=True)
+class UncertainQuery:
+    """A MATCH_RECOGNIZE statement with ``UNCERTAIN TIME`` (seed 001): its probabilistic
+    complex events go to ``gold.probabilistic_events``. ``method``: how cep_core evaluates
+    it (``auto``, ``dp``, ``event``, ``point`` or ``possible_worlds``)."""
+
+    id: str
+    version: str
+    description: str
+    query: str
+    method: str = "auto"
+    attributes: tuple[tuple[str, str], ...] = ()
+
+
+UNCERTAIN_METHODS = ("auto", "dp", "event", "point", "possible_worlds")
+QueryDefinition = PatternQuery | LiveArchiveQuery | UncertainQuery
 
 
 def parse_duration(text: str, where: str) -> timedelta:
@@ -147,7 +164,14 @@ def load_query(path: Path) -> QueryDefinition:
             subwindow=subwindow,
             **common,
         )
-    raise QueryDefinitionError(f"{path}: kind must be 'pattern' or 'live_archive', got {kind!r}")
+    if kind == "uncertain":
+        method = str(data.get("method", "auto"))
+        if method not in UNCERTAIN_METHODS:
+            raise QueryDefinitionError(f"{path}: method {method!r}: use one of "
+                                       f"{', '.join(UNCERTAIN_METHODS)}")
+        return UncertainQuery(query=_require(data, "query", path), method=method, **common)
+    raise QueryDefinitionError(f"{path}: kind must be 'pattern', 'live_archive' or "
+                               f"'uncertain', got {kind!r}")
 
 
 def load_queries(directory: Path | str | None = None) -> list[QueryDefinition]:

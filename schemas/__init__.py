@@ -19,8 +19,9 @@ def event_contract() -> dict[str, Any]:
 
 
 @cache
-def tables() -> dict[str, dict[str, str]]:
-    """Every lake table: ``{"layer.table": {"doc": ..., "ddl": ...}}``."""
+def tables() -> dict[str, dict[str, Any]]:
+    """Every lake table: ``{"layer.table": {"doc": ..., "ddl": ..., ["cluster_by": [...]]}}``
+    (``cluster_by``: Delta liquid clustering columns)."""
     return json.loads(resources.files(__name__).joinpath("tables.json").read_text())
 
 
