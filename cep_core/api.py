@@ -25,6 +25,7 @@ from .expressions import (
     Scope,
     column_values,
     conjuncts,
+    datetime_ns,
     interval_value,
     is_row_local,
     to_python,
@@ -310,13 +311,7 @@ def _order_numbers(series: pd.Series,
     if len(series) == 0:
         return [], seconds
     if pd.api.types.is_datetime64_any_dtype(series.dtype):
-        s = series
-        if getattr(s.dt, "tz", None) is not None:
-            s = s.dt.tz_convert("UTC").dt.tz_localize(None)
-        ns = s.astype("datetime64[ns]")
-        mask = ns.isna().to_numpy()
-        ints = ns.to_numpy().astype("int64").tolist()
-        values: list[Any] = [None if m else v for v, m in zip(ints, mask, strict=True)]
+        values: list[Any] = list(datetime_ns(series))
         return values, seconds * 1e9
     if pd.api.types.is_timedelta64_dtype(series.dtype):
         ns = series.astype("timedelta64[ns]")

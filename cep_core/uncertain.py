@@ -41,6 +41,7 @@ from .expressions import (
     MatchState,
     Scope,
     column_values,
+    datetime_ns,
     interval_value,
     is_row_local,
     to_python,
@@ -403,13 +404,7 @@ def _times(series: pd.Series, what: str) -> tuple[list[Any], str | None]:
     """A time column as numbers (nanoseconds for timestamps; None when missing) and its
     kind ('timestamp', 'number', or None when it is entirely missing)."""
     if pd.api.types.is_datetime64_any_dtype(series.dtype):
-        s = series
-        if getattr(s.dt, "tz", None) is not None:
-            s = s.dt.tz_convert("UTC").dt.tz_localize(None)
-        ns = s.astype("datetime64[ns]")
-        mask = ns.isna().to_numpy()
-        ints = ns.to_numpy().astype("int64").tolist()
-        return [None if m else v for v, m in zip(ints, mask, strict=True)], "timestamp"
+        return datetime_ns(series), "timestamp"
     if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(
             series.dtype):
         return column_values(series), "number"
