@@ -407,12 +407,15 @@ class SpillManager:
         self.stats = SpillStats()
         self.records = records if records is not None else DiskRecords(spill_dir)
         self.group = group
-        # TPM: keys in the order they entered memory. STPM: heap of (W, tick, key) with the
-        # current record of each key in _current (older records are stale) and its W.
-        self._fifo: OrderedDict[Key, None] = OrderedDict()
-        self._heap: list[tuple[float, int, Key]] = []
-        self._current: dict[Key, int] = {}
+        # The queue orders spill *units*: a key, or with ``group`` a whole group (weighed by
+        # its hottest key). TPM: units in the order they entered memory. STPM: heap of
+        # (W, tick, unit) with the current record of each unit in _current (older records
+        # are stale). _weight: each in-memory key's own W; _members: the keys of a unit.
+        self._fifo: OrderedDict[Any, None] = OrderedDict()
+        self._heap: list[tuple[float, int, Any]] = []
+        self._current: dict[Any, int] = {}
         self._weight: dict[Key, float] = {}
+        self._members: dict[Any, dict[Key, None]] = {}
         self._ticks = itertools.count()
         # Start time of each in-memory key's open partial match (None: nothing open) and
         # the WITHIN limit (same units; set by the matcher).
@@ -434,8 +437,12 @@ class SpillManager:
     def queue(self) -> list[tuple[Key, float, float | None]]:
         """The in-memory keys in spilling order's bookkeeping: (key, W, open since); saved
         with a checkpoint so that a restored store spills in the same order."""
-        keys = list(self._fifo) if self.policy == "tpm" else list(self._current)
-        return [(k, self._weight.get(k, -np.inf), self._open_since.get(k)) for k in keys]
+        units = list(self._fifo) if self.policy == "tpm" else list(self._current)
+        return [(k, self._weight.get(k, -np.inf), self._open_since.get(k))
+                for u in units for k in self._members.get(u, ())]
+
+    def _unit(self, key: Key) -> Any:
+        return key if self.group is None else ("group", self.group(key))
 
     # ------------------------------------------------------------------ bookkeeping
     def adopt(self, store: PartialMatchStore,
@@ -456,13 +463,17 @@ class SpillManager:
         partial match started (None: nothing open)."""
         self._open_since[key] = open_since
         self._weight[key] = priority
+        unit = self._unit(key)
+        members = self._members.setdefault(unit, {})
+        members[key] = None
         if self.policy == "tpm":
-            if key not in self._fifo:
-                self._fifo[key] = None
+            if unit not in self._fifo:
+                self._fifo[unit] = None
             return
+        weight = max(self._weight[k] for k in members)
         tick = next(self._ticks)
-        self._current[key] = tick
-        heapq.heappush(self._heap, (priority, tick, key))
+        self._current[unit] = tick
+        heapq.heappush(self._heap, (weight, tick, unit))
         if len(self._heap) > 4 * len(self._current) + 64:  # drop stale records
             self._heap = [rec for rec in self._heap if self._current.get(rec[2]) == rec[1]]
             heapq.heapify(self._heap)
@@ -470,19 +481,33 @@ class SpillManager:
     def _forget(self, key: Key) -> None:
         self._open_since.pop(key, None)
         self._weight.pop(key, None)
-        self._fifo.pop(key, None)
-        self._current.pop(key, None)
+        unit = self._unit(key)
+        members = self._members.get(unit)
+        if members is not None:
+            members.pop(key, None)
+            if members:
+                return
+            del self._members[unit]
+        self._fifo.pop(unit, None)
+        self._current.pop(unit, None)
 
     def _coldest(self, n: int) -> list[Key]:
-        """Take the ``n`` lowest-priority keys out of the queue."""
-        if self.policy == "tpm":
-            return [self._fifo.popitem(last=False)[0] for _ in range(min(n, len(self._fifo)))]
+        """Take the lowest-priority units out of the queue until they hold ``n`` keys; return
+        their keys."""
         out: list[Key] = []
-        while self._heap and len(out) < n:
-            _, tick, key = heapq.heappop(self._heap)
-            if self._current.get(key) == tick:
-                del self._current[key]
-                out.append(key)
+        while len(out) < n:
+            if self.policy == "tpm":
+                if not self._fifo:
+                    break
+                unit = self._fifo.popitem(last=False)[0]
+            else:
+                if not self._heap:
+                    break
+                _, tick, unit = heapq.heappop(self._heap)
+                if self._current.get(unit) != tick:
+                    continue
+                del self._current[unit]
+            out.extend(self._members.pop(unit, {}))
         return out
 
     # ------------------------------------------------------------------ feed hooks
@@ -521,11 +546,6 @@ class SpillManager:
             if len(victims) < n:  # keys the queue never saw (cannot happen via the matcher)
                 seen = set(victims)
                 victims += [k for k in store.partitions if k not in seen][:n - len(victims)]
-            if self.group is not None:  # whole groups: every in-memory key of a victim's
-                groups = {self.group(k) for k in victims}
-                chosen = set(victims)
-                victims += [k for k in store.partitions
-                            if k not in chosen and self.group(k) in groups]
             self._spill(store, partition_cols, victims)
         self.stats.in_memory = len(store.partitions)
         self.stats.on_disk = len(self.records)

@@ -92,7 +92,8 @@ class IncrementalMatcher:
     ``spill_dir`` = where the spill directory is made (default: the temporary directory);
     ``spill_batch`` = the fewest keys written per spill (ΔR); ``records`` = where spilled
     keys go: local disk by default, or a :class:`~cep_core.spilling.HandedRecords` the
-    caller persists (the Spark job: a Delta table); ``spill_group`` = a function of the key
+    caller persists (the Spark job: a Delta table; the bound is then enforced after the next
+    feed, not when the matcher is made); ``spill_group`` = a function of the key
     whose equal values are spilled together. Counters: :attr:`spill_stats`.
     Call :meth:`close` (or use ``with``) to delete the spill files.
 
@@ -118,7 +119,8 @@ class IncrementalMatcher:
             self._spill = SpillManager(capacity, policy, spill_dir, transitions, spill_batch,
                                        records, spill_group)
             self._spill.adopt(self.store, _queue)
-            self._spill.enforce(self.store, self._partition_columns(self.store.frame))
+            if records is None:  # a caller-kept store is bounded after its next feed
+                self._spill.enforce(self.store, self._partition_columns(self.store.frame))
         elif records is not None:
             raise ValueError("records= needs a capacity (it is where spilled keys go)")
         self._lookback = lookback(self.compiled)

@@ -378,6 +378,10 @@ def _live_archive(spark, settings: Settings, query: LiveArchiveQuery, new_events
     started = time.perf_counter()
     spec, key = _spec(query), query.key
     step = find_live(spark, settings, query, new_events, history, batch_id)
+    if step.stats["late_rows"]:  # every key with an old or tied event is replayed
+        raise RuntimeError(f"{query.id}: the live step dropped {step.stats['late_rows']} "
+                           "rows as out of order; this is a bug in the replay rule, "
+                           "please report it (no gold rows were written for this batch)")
     live = step.live
     light = live.select("key", "lo", "hi", "live_start", "live_end").toPandas()
     light = light.sort_values(["live_end", "live_start"], kind="stable")
@@ -533,12 +537,12 @@ def run(spark, settings: Settings, *, continuous: bool = False,  # noqa: ANN001
         log(f"{QUERY}: live-archive strategies {names}; RBuffer {settings.rbuffer_rows} rows")
     rbuffer = RecentBuffer(settings.rbuffer_rows) if live_archive else None
     columns = engine_columns(queries)
+    stale = drop_stale(spark, settings, live_archive)
+    if stale:
+        log(f"{QUERY}: dropped the stored partial matches of {stale} changed or removed "
+            "live-archive queries (their keys are replayed from silver history)")
     if live_archive:
         check_live_columns(silver.read().select(*columns).schema, live_archive)
-        stale = drop_stale(spark, settings, live_archive)
-        if stale:
-            log(f"{QUERY}: dropped the stored partial matches of {stale} changed or removed "
-                "live-archive queries (their keys are replayed from silver history)")
         log(f"{QUERY}: partial matches in {settings.partial_match_buckets} buckets, "
             f"{settings.partial_match_capacity} keys in memory per bucket, "
             f"{settings.partial_match_policy.upper()} spilling")

@@ -10,8 +10,8 @@ store spilled it, its partial matches -- TPM or STPM, ``partial_match_policy``).
 Per batch (:func:`find_live`):
 
 1. Classify the batch's join keys on the driver's plan: *in order* when the key has a row
-   and its earliest new event is not older than the newest one fed; else *replay* (a new
-   key, a late event, or a batch that is run again after a crash).
+   and its earliest new event is newer than the newest one fed; else *replay* (a new key,
+   a late or tied event, or a batch that is run again after a crash).
 2. Feed in-order keys their new events only; feed replay keys their whole history at the
    pinned silver version, after dropping their state (``cep_core.stored_state.advance``
    in one pandas call per bucket, with the bucket's hot row and the spilled rows of the
@@ -54,8 +54,12 @@ STAT_NAMES = ("hits", "misses", "open_misses", "new_keys", "spilled", "replayed"
 
 
 def fingerprint(query: LiveArchiveQuery, settings: Settings) -> str:
-    """State is only valid for the same live pattern, key and bucket count."""
-    text = f"{query.id}|{query.version}|{query.key}|{query.live}|{settings.partial_match_buckets}"
+    """State is only valid for the same live pattern, key, bucket count and state format
+    (a changed engine format is replayed from history rather than misread)."""
+    from cep_core.partial_matches import FORMAT_VERSION
+
+    text = (f"{query.id}|{query.version}|{query.key}|{query.live}|"
+            f"{settings.partial_match_buckets}|{FORMAT_VERSION}")
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -158,7 +162,10 @@ def find_live(spark, settings: Settings, query: LiveArchiveQuery, new_events, hi
         F.col("key").alias(key), "last_time", "record")
     classified = touched.join(known, key, "left").select(
         key, "record", bucket_of(key, buckets).alias(BUCKET),
-        (F.lit(rerun) | F.col("last_time").isNull() | (F.col("t_min") < F.col("last_time"))
+        # a tie with last_time replays too: the event may have been fed already (a replay
+        # feeds history at the pinned version, which can hold later batches' events), and
+        # a tie-breaking ORDER BY column could sort it before the last settled row
+        (F.lit(rerun) | F.col("last_time").isNull() | (F.col("t_min") <= F.col("last_time"))
          ).alias(REPLAY)).localCheckpoint(eager=True)
     in_order = classified.where(~F.col(REPLAY))
     events = new_events.join(in_order.select(key), key, "left_semi").withColumn(

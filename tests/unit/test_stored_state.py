@@ -128,3 +128,55 @@ def test_replay_finds_a_groups_matches_again_from_its_whole_history():
 def test_key_must_be_a_partition_column():
     with pytest.raises(ValueError, match="PARTITION BY the group column 'lane2'"):
         advance(SEQ, _data([(0, 0, 1)]), key="lane2", hot=None, spilled={}, capacity=1)
+
+
+SIMPLE = compile_query("""SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
+    MEASURES A.id AS a_id ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
+    PATTERN (A B C) DEFINE A AS v = 'A', B AS v = 'B', C AS v = 'C')""")
+
+
+def _rows(rows: list[tuple]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["ts", "k", "v", "id"])
+
+
+def _ids(out: Advanced) -> set[tuple]:
+    ids = out.rows.set_index(ROW_ID)["id"] if out.rows is not None else {}
+    return {tuple(ids[r] for r in m.rows) for m in out.matches}
+
+
+def test_a_lower_capacity_after_restart_still_replays_a_key_whole():
+    history = [(1, "k0", "A", "a0"), (3, "k0", "B", "b0"), (5, "k1", "A", "x0")]
+    first = advance(SIMPLE, _rows(history), key="k", hot=None, spilled={},
+                    replay={"k0", "k1"}, capacity=4)
+    # restarted with capacity 1; a late A of k0 arrives: k0 is fed its whole history again,
+    # none of its old state may survive (it was not spilled while the hot row was restored)
+    replayed = _rows([*history[:2], (2, "k0", "A", "late"), (4, "k0", "C", "c0")])
+    again = advance(SIMPLE, replayed, key="k", hot=first.hot, spilled={}, replay={"k0"},
+                    capacity=1)
+    ordered = replayed.sort_values("ts").reset_index(drop=True)
+    truth = {tuple(ordered["id"].iloc[list(m.rows)]) for m in SIMPLE.find_matches(ordered)}
+    assert _ids(again) == truth == {("late", "b0", "c0")}
+    assert again.late_rows == 0 and again.keys_in_memory == 1
+
+
+def test_stpm_keeps_the_group_just_touched_in_memory():
+    query = SEQ.text.replace("WITHIN 8", "")
+    q = compile_query(query)
+    spilled: dict[str, bytes] = {}
+    hot = None
+    misses = []
+    for rows, replay in (
+            ([(1, "k0", 0, "A"), (2, "k0", 1, "A")], {"k0"}),
+            ([(3, "k1", 0, "A"), (4, "k2", 0, "A")], {"k1", "k2"}),  # k0 is the oldest: out
+            ([(10, "k0", 0, "B")], set()),  # k0 back, now the newest: k1 (t = 3) goes out
+            ([(11, "k0", 0, "C")], set())):  # k0 is hot: no miss
+        frame = pd.DataFrame(rows, columns=["ts", "k", "lane", "v"]).assign(
+            id=lambda f: "e" + f["ts"].astype(str))
+        out = advance(q, frame, key="k", hot=hot, policy="stpm", capacity=3, replay=replay,
+                      spilled={g: spilled[g] for g in set(frame["k"]) if g in spilled})
+        hot = out.hot
+        for g, record in out.groups.items():
+            spilled.pop(g, None) if record is None else spilled.update({g: record})
+        misses.append(out.stats.misses)
+    assert misses == [0, 0, 1, 0]
+    assert set(spilled) == {"k1"}
