@@ -393,13 +393,15 @@ SEARCHES: dict[str, dict[str, Any]] = {
         "what": "events in one partition, PATTERN (V1 V2 V3), U = 3, no constraints",
         "n_vars": 3, "constraints": 0, "points": 3,
         "full": [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768,
-                 1024, 1536, 2048, 3072, 4096],
+                 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768,
+                 49152],
         "quick": [1, 2, 3, 4, 8, 16]},
     "events_per_partition_prior": {
         "what": "events in one partition, PATTERN (V1 V2 V3), U = 3, PRIOR(X1, V1)",
         "n_vars": 3, "constraints": 1, "points": 3,
         "full": [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768,
-                 1024, 1536, 2048, 3072, 4096],
+                 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768,
+                 49152],
         "quick": [1, 2, 3, 4, 8]},
     "points_per_event": {
         "what": "points per event, one partition of 6 events: 2 trips of PATTERN (V1 V2 V3), "

@@ -349,7 +349,9 @@ class Diagnostics:
     """What an evaluation did (summed over partitions)."""
 
     method: str = ""
-    worlds: int = 0  # possible worlds enumerated (possible_worlds) or component worlds
+    # possible worlds enumerated (possible_worlds), or joint assignments of the events with
+    # PRIOR children in a PRIOR component (the other methods; leaves are not enumerated)
+    worlds: int = 0
     points: int = 0  # probabilistic points expanded (event, time) over all sequences
     combinations: int = 0  # point combinations checked against the pattern
     candidates: int = 0  # valid characteristic sequences considered
@@ -634,10 +636,14 @@ def _candidates(plan: UncertainPlan, part: _Partition, f: Filling,
                 bounds: Sequence[tuple[Any, Any] | None] | None,
                 window: Any | None) -> list[tuple[int, ...]]:
     """Every assignment of distinct events to ``f``'s variables (in their order) from the
-    variables' classes that satisfies the occurrence constraints. With ``bounds`` (each
-    event's earliest and latest possible time, None if it has none) it backtracks with
-    interval-bound pruning: a pair of events that can never be in the required order, or
-    never within the window, ends the branch."""
+    variables' classes that satisfies the occurrence constraints, in lexicographic order of
+    the event indices. With ``bounds`` (each event's earliest and latest possible time, None
+    if it has none) it backtracks with interval-bound pruning: a pair of events that can
+    never be in the required order, or never within the window, ends the branch. The events
+    of each class are kept sorted by earliest and by latest time, and only the range that
+    the chosen events' bounds and the window allow is scanned (a bisection on either list,
+    whichever range is shorter), so with WITHIN the cost is about linear in the events for
+    a bounded number of matches per event."""
     names = f.variables
     rank = {v: i for i, v in enumerate(names)}
     # checks[i]: (j, i_must_be_after_j) for earlier variables j constrained with i
@@ -650,10 +656,22 @@ def _candidates(plan: UncertainPlan, part: _Partition, f: Filling,
             checks[a].append((b, False))
     out: list[tuple[int, ...]] = []
     chosen: list[int] = []
+    index: dict[str, _ClassIndex] = {}
+    tol: Any = 0
+    if bounds is not None:
+        for name in names:
+            if name not in index:
+                index[name] = _ClassIndex(part.members[name], bounds)
+        known = [t for b in bounds if b is not None for t in b]
+        if not (all(isinstance(t, int) for t in known)
+                and (window is None or isinstance(window, int))):
+            # float times: widen the ranges by more than any rounding error (the ranges
+            # only preselect, fits() decides with the exact comparisons)
+            scale = max((abs(t) for t in known), default=0) + abs(window or 0)
+            tol = 1e-9 * (1.0 + scale + max((ix.width for ix in index.values()), default=0))
 
     def fits(i: int, e: int) -> bool:
-        if bounds is None:
-            return True
+        assert bounds is not None
         be = bounds[e]
         if be is None:
             return False
@@ -672,20 +690,97 @@ def _candidates(plan: UncertainPlan, part: _Partition, f: Filling,
                     return False
         return True
 
+    def options(i: int) -> Sequence[int]:
+        if bounds is None:
+            return part.members[names[i]]
+        # the latest time must exceed `low` (strictly if `low_strict`), the earliest time
+        # must stay below `high` (strictly if `high_strict`); fits() checks the rest exactly
+        low: Any = None
+        low_strict = False
+        high: Any = None
+        high_strict = False
+
+        def raise_low(value: Any, strict: bool) -> None:
+            nonlocal low, low_strict
+            if low is None or value > low or (value == low and strict):
+                low, low_strict = value, strict
+
+        def lower_high(value: Any, strict: bool) -> None:
+            nonlocal high, high_strict
+            if high is None or value < high or (value == high and strict):
+                high, high_strict = value, strict
+
+        for j, after in checks[i]:
+            bj = bounds[chosen[j]]
+            assert bj is not None
+            if after:
+                raise_low(bj[0], True)
+            else:
+                lower_high(bj[1], True)
+        if window is not None:
+            for c in chosen:
+                bc = bounds[c]
+                assert bc is not None
+                raise_low(bc[0] - window, False)
+                lower_high(bc[1] + window, False)
+        if tol:
+            low = None if low is None else low - tol
+            high = None if high is None else high + tol
+            low_strict = high_strict = False
+        return index[names[i]].between(low, low_strict, high, high_strict)
+
     def extend(i: int) -> None:
         if i == len(names):
             if _valid(plan, [part.events[e] for e in chosen]):
                 out.append(tuple(chosen))
             return
-        for e in part.members[names[i]]:
-            if e in chosen or not fits(i, e):
+        for e in options(i):
+            if e in chosen or (bounds is not None and not fits(i, e)):
                 continue
             chosen.append(e)
             extend(i + 1)
             chosen.pop()
 
     extend(0)
+    if bounds is not None:
+        out.sort()  # the order of the plain scan over the classes' members
     return out
+
+
+class _ClassIndex:
+    """The events of one class that have bounds, sorted by earliest and by latest time."""
+
+    def __init__(self, members: Sequence[int],
+                 bounds: Sequence[tuple[Any, Any] | None]) -> None:
+        have = [e for e in members if bounds[e] is not None]
+        by_first = sorted(have, key=lambda e: bounds[e][0])  # type: ignore[index]
+        by_last = sorted(have, key=lambda e: bounds[e][1])  # type: ignore[index]
+        self.by_first = by_first
+        self.firsts = [bounds[e][0] for e in by_first]  # type: ignore[index]
+        self.by_last = by_last
+        self.lasts = [bounds[e][1] for e in by_last]  # type: ignore[index]
+        # the widest interval: earliest >= latest - width, latest <= earliest + width
+        self.width = max((b[1] - b[0] for e in have if (b := bounds[e]) is not None),
+                         default=0)
+
+    def between(self, low: Any, low_strict: bool, high: Any,
+                high_strict: bool) -> Sequence[int]:
+        """A superset of the events whose latest time is > low (>= unless strict) and whose
+        earliest time is < high (<= unless strict); None means unbounded."""
+        if low is None and high is None:
+            return self.by_first
+        n = len(self.by_first)
+        # range in by_first: earliest >= low - width (a necessary condition) and < high
+        a = 0 if low is None else bisect.bisect_left(self.firsts, low - self.width)
+        b = n if high is None else (bisect.bisect_left(self.firsts, high) if high_strict
+                                    else bisect.bisect_right(self.firsts, high))
+        # range in by_last: latest > low and latest <= high + width (necessary)
+        c = 0 if low is None else (bisect.bisect_right(self.lasts, low) if low_strict
+                                   else bisect.bisect_left(self.lasts, low))
+        d = n if high is None else bisect.bisect_right(self.lasts, high + self.width)
+        if b - a <= d - c:
+            return self.by_first[a:b] if a < b else ()
+        return self.by_last[c:d] if c < d else ()
 
 
 # ============================================================================ methods
@@ -746,12 +841,40 @@ def _lost(total: float) -> float:
 
 
 @dataclass
+class _Joint:
+    """One PRIOR-connected component of two or more events. Under the PRIOR conditioning an
+    event's pmf depends only on the latest time of its parents, so the events without
+    children (the leaves of the event DAG) are independent given the times of the events
+    with children (the parents): only the parents' joint assignments are enumerated."""
+
+    parents: list[int]  # the events with children, in topological order
+    position: dict[int, int]  # parent event -> index in ``parents``
+    # the parents' assignments (point indices in ``parents`` order) with positive
+    # probability under which every leaf keeps a point (otherwise the world is lost)
+    assignments: list[tuple[tuple[int, ...], float]]
+    _conditionals: dict[tuple[int, Any], list[tuple[int, float]]] = field(default_factory=dict)
+
+    def conditional(self, part: _Partition, leaf: int,
+                    chosen: tuple[int, ...]) -> list[tuple[int, float]]:
+        """A leaf's (point index, probability) pairs, probability > 0, given the parents'
+        assignment ``chosen``."""
+        events = part.events
+        after = max(events[p].points[chosen[self.position[p]]] for p in part.parents[leaf])
+        key = (leaf, after)
+        out = self._conditionals.get(key)
+        if out is None:
+            out = [(k, p) for k, p in enumerate(events[leaf].conditional(after)) if p > 0]
+            self._conditionals[key] = out
+        return out
+
+
+@dataclass
 class _Components:
     """The PRIOR-connected components of a partition's events and their joint pmfs."""
 
     comp_of: list[int]  # event -> component
     members: list[list[int]]  # component -> events, in topological order
-    joints: list[dict[tuple[int, ...], float] | None]  # None for a single free event
+    joints: list[_Joint | None]  # None for a single free event
     masses: list[float]
     _marginals: dict[tuple[int, tuple[int, ...]], list[tuple[tuple[Any, ...], float]]] = field(
         default_factory=dict)
@@ -780,7 +903,7 @@ def _components(part: _Partition, max_worlds: int, diag: Diagnostics) -> _Compon
             members.append([])
         comp_of[e] = index[r]
         members[index[r]].append(e)
-    joints: list[dict[tuple[int, ...], float] | None] = []
+    joints: list[_Joint | None] = []
     masses: list[float] = []
     for comp in members:
         if len(comp) == 1:
@@ -789,35 +912,46 @@ def _components(part: _Partition, max_worlds: int, diag: Diagnostics) -> _Compon
             continue
         joint = _joint(part, comp, max_worlds, diag)
         joints.append(joint)
-        masses.append(math.fsum(joint.values()))
+        masses.append(math.fsum(p for _, p in joint.assignments))
     if part.prior:
         diag.lost_prior_mass[part.key] = _lost(math.prod(masses))
     return _Components(comp_of, members, joints, masses)
 
 
-def _joint(part: _Partition, comp: list[int], max_worlds: int,
-           diag: Diagnostics) -> dict[tuple[int, ...], float]:
-    """The joint pmf of one PRIOR component (point indices in ``comp`` order), by the chain
-    rule in topological order; assignments of probability 0 are left out."""
+def _joint(part: _Partition, comp: list[int], max_worlds: int, diag: Diagnostics) -> _Joint:
+    """The joint pmf of the parents of one PRIOR component, by the chain rule in
+    topological order; an assignment is left out if its probability is 0 or if some leaf
+    has no point at or after its parents' latest time (the PRIOR conditioning loses that
+    world, for every event of the partition)."""
     events = part.events
+    with_children = {p for e in comp for p in part.parents[e]}
+    parents = [e for e in comp if e in with_children]
+    leaves = [e for e in comp if e not in with_children]
     count = 1
-    for e in comp:
+    for e in parents:
         count *= len(events[e].points)
     if count > max_worlds:
-        raise ValueError(f"UNCERTAIN TIME: in partition {part.key}, {len(comp)} events linked "
-                         f"by PRIOR have {count} joint assignments (more than "
-                         f"max_worlds={max_worlds}); raise max_worlds")
-    position = {e: i for i, e in enumerate(comp)}
-    out: dict[tuple[int, ...], float] = {}
+        raise ValueError(f"UNCERTAIN TIME: in partition {part.key}, {len(parents)} events "
+                         f"with PRIOR children (of {len(comp)} linked by PRIOR) have {count} "
+                         f"joint assignments (more than max_worlds={max_worlds}); raise "
+                         "max_worlds")
+    position = {e: i for i, e in enumerate(parents)}
+    out: list[tuple[tuple[int, ...], float]] = []
     chosen: list[int] = []
 
+    def keeps_a_point(leaf: int) -> bool:
+        ev = events[leaf]
+        after = max(events[p].points[chosen[position[p]]] for p in part.parents[leaf])
+        return ev.suffix[bisect.bisect_left(ev.points, after)] > 0
+
     def visit(i: int, prob: float) -> None:
-        if i == len(comp):
-            out[tuple(chosen)] = prob
+        if i == len(parents):
             diag.worlds += 1
+            if all(keeps_a_point(leaf) for leaf in leaves):
+                out.append((tuple(chosen), prob))
             return
-        ev = events[comp[i]]
-        ps = part.parents[comp[i]]
+        ev = events[parents[i]]
+        ps = part.parents[parents[i]]
         if ps:
             probs = ev.conditional(max(events[p].points[chosen[position[p]]] for p in ps))
         else:
@@ -829,13 +963,14 @@ def _joint(part: _Partition, comp: list[int], max_worlds: int,
                 chosen.pop()
 
     visit(0, 1.0)
-    return out
+    return _Joint(parents, position, out)
 
 
 def _marginal(part: _Partition, comps: _Components, c: int,
               events: tuple[int, ...]) -> list[tuple[tuple[Any, ...], float]]:
     """The joint pmf of ``events`` (all in component ``c``) as (times, probability) pairs
-    with positive probability."""
+    with positive probability: per assignment of the component's parents, the leaves among
+    ``events`` range over their conditional pmfs, the other leaves sum to 1."""
     key = (c, events)
     cached = comps._marginals.get(key)
     if cached is not None:
@@ -845,11 +980,25 @@ def _marginal(part: _Partition, comps: _Components, c: int,
         ev = part.events[events[0]]
         out = [((t,), p) for t, p in zip(ev.points, ev.probs, strict=True) if p > 0]
     else:
-        where = [comps.members[c].index(e) for e in events]
+        fixed = [(k, joint.position[e]) for k, e in enumerate(events) if e in joint.position]
+        free = [(k, e) for k, e in enumerate(events) if e not in joint.position]
         acc: dict[tuple[int, ...], float] = {}
-        for assignment, p in joint.items():
-            k = tuple(assignment[w] for w in where)
-            acc[k] = acc.get(k, 0.0) + p
+        slots = [0] * len(events)
+        for chosen, q in joint.assignments:
+            for k, w in fixed:
+                slots[k] = chosen[w]
+            if not free:
+                k_ = tuple(slots)
+                acc[k_] = acc.get(k_, 0.0) + q
+                continue
+            dists = [joint.conditional(part, e, chosen) for _, e in free]
+            for combo in itertools.product(*dists):
+                p = q
+                for (k, _), (point, pp) in zip(free, combo, strict=True):
+                    slots[k] = point
+                    p *= pp
+                k_ = tuple(slots)
+                acc[k_] = acc.get(k_, 0.0) + p
         out = [(tuple(part.events[e].points[i] for e, i in zip(events, k, strict=True)), p)
                for k, p in sorted(acc.items()) if p > 0]
     comps._marginals[key] = out
