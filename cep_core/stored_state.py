@@ -114,14 +114,16 @@ def advance(query: CompiledQuery, batch: pd.DataFrame, *, key: str, hot: bytes |
         touched = {group(p) for p in fed_keys}
         frame = inc.matched
         assert frame is not None
-        order = inc.compiled._bind(frame).order_cols[0]
-        newest = frame.groupby(inc.compiled._bind(frame).partition_cols[at], sort=False,
+        bound = inc.compiled._bind(frame)
+        order = bound.order_cols[0]
+        newest = frame.groupby(bound.partition_cols[at], sort=False,
                                observed=True)[order].max()
         last = {g: _scalar(t) for g, t in newest.items() if g in touched}
-    out: dict[Any, bytes | None] = {}
-    for g in moved | touched | replay:
-        mine = {p: rec for p, rec in records.held.items() if group(p) == g}
-        out[g] = pickle.dumps(mine, protocol=pickle.HIGHEST_PROTOCOL) if mine else None
+    held: dict[Any, dict[tuple[Any, ...], bytes]] = {}
+    for p, rec in records.held.items():
+        held.setdefault(group(p), {})[p] = rec
+    out = {g: pickle.dumps(held[g], protocol=pickle.HIGHEST_PROTOCOL) if g in held else None
+           for g in moved | touched | replay}
     stats = spill.stats
     # kept even with no key in memory: it holds the feed counter, which must keep growing
     # (spilled rows carry their feed numbers)

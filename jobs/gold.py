@@ -186,21 +186,14 @@ def uncertain_matcher(
             for name, column in out.items():
                 column.append(row.get(name))
 
-        parts = ([((), frame)] if not keys else
-                 [((k,) if len(keys) == 1 else k, g.reset_index(drop=True))
-                  for k, g in frame.groupby(keys if len(keys) > 1 else keys[0], sort=True)])
-        for key, part in parts:
-            try:
-                result = evaluate(compiled, part, method=query.method, id_column="event_id")
-            except ValueError as err:
-                add(key, match_id=match_id(query.id, ["error"], [str(v) for v in key]),
-                    variables=[], event_ids=[], error=str(err))
-                continue
+        def emit(part: pd.DataFrame) -> None:
+            """Evaluate ``part`` (one call for all its partitions) and add its rows."""
+            result = evaluate(compiled, part, method=query.method, id_column="event_id")
             ids = part["event_id"].tolist()
             lower = _ns(part["time_lower"].fillna(part["event_time"]))
             upper = _ns(part["time_upper"].fillna(part["event_time"]))
             measures = result.table.drop(columns=[*keys, "probability"], errors="ignore")
-            for n, (_, sigma, p) in enumerate(result.groups):
+            for n, (key, sigma, p) in enumerate(result.groups):
                 rows = [r for _, r in sigma]
                 event_ids = [str(ids[r]) for r in rows]
                 add(key, match_id=match_id(query.id, event_ids), variables=[v for v, _ in sigma],
@@ -208,6 +201,20 @@ def uncertain_matcher(
                     earliest_start=min(lower[r] for r in rows),
                     latest_end=max(upper[r] for r in rows),
                     measures=_measures(measures.iloc[n].to_dict()))
+
+        try:
+            emit(frame)
+        except ValueError:  # some partition cannot be evaluated: isolate it, keep the rest
+            parts = ([((), frame)] if not keys else
+                     [((k,) if len(keys) == 1 else k, g.reset_index(drop=True))
+                      for k, g in frame.groupby(keys if len(keys) > 1 else keys[0],
+                                                sort=True)])
+            for key, part in parts:
+                try:
+                    emit(part)
+                except ValueError as err:
+                    add(key, match_id=match_id(query.id, ["error"], [str(v) for v in key]),
+                        variables=[], event_ids=[], error=str(err))
         for name in ("earliest_start", "latest_end"):
             out[name] = pd.to_datetime(pd.array(out[name], dtype="Int64"), unit="ns")
         return _data_frame(out)[names]

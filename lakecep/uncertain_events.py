@@ -98,6 +98,7 @@ def truth(frame: pd.DataFrame) -> list[dict[str, Any]]:
         ids = events["event_id"].tolist()
         points = [_points(row) for _, row in events.iterrows()]
         registered = [i for i, k in enumerate(kinds) if k == "R"]
+        by_kind = {k: [i for i, kk in enumerate(kinds) if kk == k] for k in "ABCD"}
         probability: dict[tuple[int, ...], float] = {}
         for world in itertools.product(*points):
             times = [t for t, _ in world]
@@ -111,7 +112,6 @@ def truth(frame: pd.DataFrame) -> list[dict[str, Any]]:
                     weight *= p
             if weight == 0.0:
                 continue
-            by_kind = {k: [i for i, kk in enumerate(kinds) if kk == k] for k in "ABCD"}
             for a, b, c, d in itertools.product(*(by_kind[k] for k in "ABCD")):
                 if len({a, b, c, d}) < 4:
                     continue
