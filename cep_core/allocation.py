@@ -226,8 +226,12 @@ def min_capacity(lam: float, td: float, sigma: float, model: Model = "approx") -
     hi = 2.0 * lo
 
     def gap(m: float) -> float:
-        return satisfaction(m, lam, td, "exact") - sigma
+        value = satisfaction(m, lam, td, "exact")
+        # at ρ -> 1 the series loses every digit; satisfaction tends to 0 there
+        return (value if math.isfinite(value) else 0.0) - sigma
 
+    if gap(lo) >= 0:  # light load: P(W = 0) = 1 - ρ already meets σ at μ just above 1/td
+        return lo
     while gap(hi) < 0:
         hi *= 2.0
     return float(optimize.brentq(gap, lo, hi, xtol=1e-9 * hi, rtol=1e-12))

@@ -7,16 +7,22 @@ Asset (besides its 15-minute timetable), so a demo run starts the pipeline right
 
 from __future__ import annotations
 
-import os
 import shlex
+
+# The Asset the pipeline is scheduled on and the interpreter rule of the jobs, shared with
+# the other DAGs (dags/ is on sys.path when Airflow parses a DAG file).
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path as _Path
 
-from airflow.sdk import Asset, Param, dag, task
+from airflow.sdk import Param, dag, task
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-LANDING_EVENTS = Asset("lakecep://landing/events")  # same URI as in lakecep_pipeline.py
+# Assets and the job runner live in dags/lakecep_tasks.py, shared by the DAGs. Airflow
+# puts dags/ on sys.path when it parses a DAG file; a plain DagBag does not.
+if str(_Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(_Path(__file__).resolve().parent))
+
+from lakecep_tasks import LANDING_EVENTS, REPO_ROOT, lakecep_python
 
 DOC_MD = """
 # lakecep demo
@@ -46,13 +52,8 @@ def lakecep_demo() -> None:
     def generate(params: dict | None = None) -> str:
         """Write landing files with ``lakecep generate --events N --seed S``."""
         params = params or {}
-        python = os.environ.get("LAKECEP_PYTHON_BIN") or (
-            str(REPO_ROOT / ".venv" / "bin" / "python")
-            if (REPO_ROOT / ".venv" / "bin" / "python").exists()
-            else sys.executable
-        )
         args = [
-            python,
+            lakecep_python(),
             "-m",
             "lakecep.cli",
             "generate",

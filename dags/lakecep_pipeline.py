@@ -1,106 +1,32 @@
 """lakecep pipeline DAG: landing JSON lines -> bronze -> silver -> gold -> quality.
 
 This file only wires tasks. Each task runs ``python -m lakecep.cli run <job> --run-id <id>``
-in a child process, so nothing heavy (pyspark, pandas, great_expectations, cep_core, jobs)
-is imported when Airflow parses this file. See docs/airflow.md.
+in a child process (``run_lakecep_job`` in ``lakecep_tasks.py``), so nothing heavy (pyspark,
+pandas, great_expectations, cep_core, jobs) is imported when Airflow parses this file. See
+docs/airflow.md.
 """
 
 from __future__ import annotations
 
-import os
 import sys
-from collections import deque
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from pathlib import Path as _Path
 
-from airflow.sdk import Asset, AssetOrTimeSchedule, CronTriggerTimetable, dag, task
+from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, task
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+# Assets and the job runner live in dags/lakecep_tasks.py, shared by the DAGs. Airflow
+# puts dags/ on sys.path when it parses a DAG file; a plain DagBag does not.
+if str(_Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(_Path(__file__).resolve().parent))
 
-# Lake tables as Airflow Assets (the URIs are the contract with downstream DAGs, e.g. a
-# future tuning DAG scheduled on GOLD_COMPLEX_EVENTS or QUALITY_RESULTS).
-LANDING_EVENTS = Asset("lakecep://landing/events")
-BRONZE_EVENTS = Asset("lakecep://bronze/events")
-SILVER_EVENTS = Asset("lakecep://silver/events")
-GOLD_COMPLEX_EVENTS = Asset("lakecep://gold/complex_events")
-QUALITY_RESULTS = Asset("lakecep://gold/quality_results")
-
-#: Lines of the job's stderr quoted in the task's error message when it fails.
-ERROR_TAIL_LINES = 40
-
-
-def lakecep_python() -> str:
-    """Interpreter that runs the jobs: $LAKECEP_PYTHON_BIN, else the repo .venv, else ours."""
-    configured = os.environ.get("LAKECEP_PYTHON_BIN")
-    if configured:
-        return configured
-    venv_python = REPO_ROOT / ".venv" / "bin" / "python"
-    if venv_python.exists():
-        return str(venv_python)
-    return sys.executable
-
-
-def run_lakecep_job(job: str, run_id: str) -> None:
-    """Run ``lakecep run <job> --run-id <run_id>`` and stream its output into the task log.
-
-    stdout and stderr are read concurrently and forwarded line by line (prefixed with the
-    stream name), so the Airflow task log shows the job's progress live. On a non-zero exit
-    the task fails with an exception whose message holds the exit code, the command and the
-    last lines of stderr: that is what the Airflow UI shows first for a failed task.
-
-    The child inherits the task's environment (LAKECEP_HOME, LAKECEP_SPARK_MASTER, ...). It
-    lives in the task-runner's process group, so when Airflow kills the task (timeout,
-    "mark failed") the supervisor's ``killpg`` stops the job too.
-    """
-    import subprocess
-    import threading
-
-    cmd = [lakecep_python(), "-m", "lakecep.cli", "run", job, "--run-id", run_id]
-    print(f"lakecep: running {' '.join(cmd)}", flush=True)
-    stderr_tail: deque[str] = deque(maxlen=ERROR_TAIL_LINES)
-
-    def pump(stream, name: str, tail: deque[str] | None) -> None:  # noqa: ANN001
-        for raw in iter(stream.readline, ""):
-            line = raw.rstrip("\n")
-            print(f"[{job} {name}] {line}", flush=True)
-            if tail is not None:
-                tail.append(line)
-        stream.close()
-
-    proc = subprocess.Popen(
-        cmd,
-        cwd=REPO_ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        errors="replace",
-        bufsize=1,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    readers = [
-        threading.Thread(target=pump, args=(proc.stdout, "stdout", None), daemon=True),
-        threading.Thread(target=pump, args=(proc.stderr, "stderr", stderr_tail), daemon=True),
-    ]
-    for reader in readers:
-        reader.start()
-    try:
-        returncode = proc.wait()
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    for reader in readers:
-        reader.join(timeout=10)
-    if returncode != 0:
-        tail = "\n".join(stderr_tail) or "(no stderr output)"
-        raise RuntimeError(
-            f"lakecep job {job!r} failed with exit code {returncode}\n"
-            f"command: {' '.join(cmd)}\n"
-            f"last {len(stderr_tail)} lines of stderr:\n{tail}"
-        )
-    print(f"lakecep: job {job!r} finished (exit 0)", flush=True)
-
+from lakecep_tasks import (
+    BRONZE_EVENTS,
+    GOLD_COMPLEX_EVENTS,
+    LANDING_EVENTS,
+    QUALITY_RESULTS,
+    SILVER_EVENTS,
+    run_lakecep_job,
+)
 
 DOC_MD = """
 # lakecep pipeline

@@ -20,6 +20,7 @@ re-detections never duplicate a row. The pinned version is recorded in
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from collections.abc import Callable, Sequence
@@ -43,6 +44,7 @@ from lakecep.queries import (
     UncertainQuery,
     load_queries,
 )
+from lakecep.tuning import load_latest, pool_name, transitions_for
 
 QUERY = "gold_complex_events"
 #: Silver columns handed to the engine (queries may refer to any of them).
@@ -317,13 +319,17 @@ class Detection:
     probabilistic: list[tuple[UncertainQuery, Any, list[str]]] = field(default_factory=list)
 
 
-def detect(spark, queries: Sequence[QueryDefinition], new_events, history, version: int,  # noqa: ANN001
+def detect(spark, queries: Sequence[QueryDefinition], new_events, history, version: int,  # noqa: ANN001, PLR0913
            batch_id: int, detected: datetime, settings: Settings, strategy: str = "",
-           rbuffer: RecentBuffer | None = None) -> Detection:
+           rbuffer: RecentBuffer | None = None,
+           tuned: dict[str, Any] | None = None) -> Detection:
     """Gold rows of every query for one batch of ``new_events`` over ``history`` (silver
-    at the pinned ``version``). ``strategy`` overrides the live-archive queries' own.
+    at the pinned ``version``). ``strategy`` overrides the live-archive queries' own;
+    ``tuned`` is the tuned configuration in force (``lakecep.tuning``).
 
-    Keys are hashed into buckets; each bucket is one engine call.
+    Keys are hashed into buckets; each bucket is one engine call. With a tuned
+    configuration each query's work runs in its FAIR scheduler pool (its rows are
+    materialised there).
     """
     buckets = settings.spark_shuffle_partitions * 2
     columns = engine_columns(queries)
@@ -336,7 +342,11 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
         return history.join(new_events.select(*keys).distinct(), list(keys), "left_semi")
 
     results, access, steps, probabilistic = [], [], [], []
+    pools = (tuned or {}).get("gold", {}).get("pools", {})
+    context = spark.sparkContext
     for query in queries:
+        pool = pool_name(query.id) if pool_name(query.id) in pools else None
+        context.setLocalProperty("spark.scheduler.pool", pool)  # None: the default pool
         if isinstance(query, UncertainQuery):
             keys = _compiled(query.query).partition_by
             touched = sorted({"|".join(str(v) for v in r) for r in
@@ -353,10 +363,14 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
         else:
             rows, record, step = _live_archive(spark, settings, query, new_events, history,
                                                version, batch_id, detected, buckets,
-                                               strategy or query.strategy, rbuffer)
+                                               strategy or query.strategy, rbuffer,
+                                               (tuned or {}).get("queries", {}).get(query.id))
             results.append(rows)
             access.append(record)
             steps.append((query, step))
+        if pool and results and not isinstance(query, UncertainQuery):
+            results[-1] = results[-1].localCheckpoint(eager=True)  # computed in its pool
+    context.setLocalProperty("spark.scheduler.pool", None)
     if not results:
         return Detection(spark.createDataFrame([], GOLD_DDL), access, steps, probabilistic)
     out = results[0]
@@ -368,10 +382,12 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
 
 def _live_archive(spark, settings: Settings, query: LiveArchiveQuery, new_events, history,  # noqa: ANN001, ANN202, PLR0913
                   version: int, batch_id: int, detected: datetime, buckets: int,
-                  strategy: str, rbuffer: RecentBuffer | None):
+                  strategy: str, rbuffer: RecentBuffer | None,
+                  tuned: dict[str, Any] | None = None):
     """Live step (Spark, stored partial matches) -> plan (driver, cep_core) -> archive
     reads (RBuffer, then Delta with data skipping) -> join (Spark). Returns the gold rows,
-    the access record and the live step."""
+    the access record and the live step. ``tuned``: the query's entry of the tuned
+    configuration (STPM transitions, archive selectivity, tolerated latency TL)."""
     from pyspark.sql import functions as F
 
     from cep_core.live_archive import (
@@ -384,7 +400,9 @@ def _live_archive(spark, settings: Settings, query: LiveArchiveQuery, new_events
 
     started = time.perf_counter()
     spec, key = _spec(query), query.key
-    step = find_live(spark, settings, query, new_events, history, batch_id)
+    tuned = tuned or {}
+    step = find_live(spark, settings, query, new_events, history, batch_id,
+                     transitions_for({"queries": {query.id: tuned}}, query.id))
     if step.stats["late_rows"]:  # every key with an old or tied event is replayed
         raise RuntimeError(f"{query.id}: the live step dropped {step.stats['late_rows']} "
                            "rows as out of order; this is a bug in the replay rule, "
@@ -396,9 +414,14 @@ def _live_archive(spark, settings: Settings, query: LiveArchiveQuery, new_events
         light["key"], light["live_start"], light["live_end"], light["lo"], light["hi"],
         strict=True)]
 
-    # 'auto' and OLLAA weigh the live selectivity (this batch) against the archive's (a
-    # sample of the batch's keys' history until issue 6's statistics exist).
-    plan_settings = query.settings()
+    # 'auto' and OLLAA weigh the live selectivity (this batch) against the archive's: the
+    # statistics job's figure from the tuned configuration, else a sample of the batch's
+    # keys' history. SLLAA's TL: the tuned one (the query's minus the live stream's
+    # expected latency) when there is one.
+    plan_settings = query.settings(archive_selectivity=tuned.get("archive_selectivity"))
+    if tuned.get("tolerated_latency_seconds") is not None:
+        plan_settings = dataclasses.replace(plan_settings, tolerated_latency=pd.Timedelta(
+            seconds=tuned["tolerated_latency_seconds"]))
 
     def live_selectivity() -> Selectivity:
         new_count = new_events.count()
@@ -450,6 +473,23 @@ def _live_archive(spark, settings: Settings, query: LiveArchiveQuery, new_events
         "replayed_keys": step.stats["replayed"],
     }
     return gold_rows, record, step
+
+
+def log_pools(spark, tuned: dict[str, Any]) -> str:  # noqa: ANN001
+    """The pools of the tuned configuration as the session's FAIR scheduler has them."""
+    context = spark.sparkContext
+    mode = context.getConf().get("spark.scheduler.mode", "FIFO")
+    loaded = context.getConf().get("spark.scheduler.allocation.file", "")
+    parts = []
+    for pool, weight in sorted(tuned["gold"]["pools"].items()):
+        found = context._jsc.sc().getPoolForName(pool)  # noqa: SLF001 - no Python API
+        actual = found.get().weight() if found.isDefined() else None
+        parts.append(f"{pool} weight {actual if actual is not None else 'default'} "
+                     f"(tuned {weight})")
+    where = (f"pools from {loaded}" if loaded == tuned["gold"].get("scheduler_file")
+             else "this session started without the tuned pool file (pools get the default "
+             "weight until the next job start)")
+    return f"scheduler {mode}, {where}: " + ", ".join(parts)
 
 
 def check_live_columns(schema, queries: Sequence[LiveArchiveQuery]) -> None:  # noqa: ANN001
@@ -537,6 +577,16 @@ def run(spark, settings: Settings, *, continuous: bool = False,  # noqa: ANN001
         else:
             _spec(query)
     log(f"{QUERY}: queries {', '.join(f'{q.id} v{q.version}' for q in queries)}")
+    tuned = load_latest(settings)
+    max_files = settings.max_files_per_trigger
+    if tuned is None:
+        log(f"{QUERY}: no tuned configuration in {settings.tuning_dir} (or tuning_apply is "
+            "off): settings as configured")
+    else:
+        max_files = int(tuned["gold"]["max_files_per_trigger"])
+        log(f"{QUERY}: tuned configuration v{tuned['version']} (statistics run "
+            f"{tuned['statistics_run']}): {max_files} files per trigger; "
+            + log_pools(spark, tuned))
     live_archive = [q for q in queries if isinstance(q, LiveArchiveQuery)]
     if live_archive:
         names = ", ".join(f"{q.id}: {settings.live_archive_strategy or q.strategy}"
@@ -561,7 +611,7 @@ def run(spark, settings: Settings, *, continuous: bool = False,  # noqa: ANN001
         if rbuffer is not None:
             rbuffer.update(history, version, batch, columns)
         found = detect(spark, queries, batch, history, version, batch_id, detected, settings,
-                       strategy=settings.live_archive_strategy, rbuffer=rbuffer)
+                       strategy=settings.live_archive_strategy, rbuffer=rbuffer, tuned=tuned)
         rows = found.rows.persist()
         try:
             merge_into_gold(spark, settings, rows)
@@ -589,5 +639,5 @@ def run(spark, settings: Settings, *, continuous: bool = False,  # noqa: ANN001
         finally:
             rows.unpersist()
 
-    writer = silver.stream(settings.max_files_per_trigger).writeStream.foreachBatch(each_batch)
+    writer = silver.stream(max_files).writeStream.foreachBatch(each_batch)
     return run_stream(writer, settings, QUERY, continuous=continuous)

@@ -70,9 +70,11 @@ def bucket_of(column: str, buckets: int):  # noqa: ANN201 - a pyspark Column
 
 
 def bucket_step(query: LiveArchiveQuery, settings: Settings,
+                transitions: dict[str, list[float]] | None = None,
                 ) -> Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame]:
     """cogroup function: one bucket's events x its state rows -> live matches, new state
-    rows and counters."""
+    rows and counters. ``transitions``: STPM's Δt_i (time column units) and
+    p(E_i+1 | E_i) from the tuned configuration (None: the engine's own estimate)."""
     capacity, policy = settings.partial_match_capacity, settings.partial_match_policy
 
     def run(events: pd.DataFrame, state: pd.DataFrame) -> pd.DataFrame:
@@ -90,7 +92,8 @@ def bucket_step(query: LiveArchiveQuery, settings: Settings,
         step = advance(spec.live, frame, key=query.key,
                        hot=hot.iloc[0] if len(hot) else None,
                        spilled=dict(zip(keys["key"], keys["record"], strict=True)),
-                       replay=replay, capacity=capacity, policy=policy)
+                       replay=replay, capacity=capacity, policy=policy,
+                       transitions=transitions)
         out: dict[str, list[Any]] = {c.split()[0]: [] for c in OUT_DDL.split(", ")}
 
         def add(kind: str, **values: Any) -> None:
@@ -147,7 +150,7 @@ class LiveStep:
 
 
 def find_live(spark, settings: Settings, query: LiveArchiveQuery, new_events, history,  # noqa: ANN001, PLR0913
-              batch_id: int) -> LiveStep:
+              batch_id: int, transitions: dict[str, list[float]] | None = None) -> LiveStep:
     from pyspark.sql import functions as F
 
     key, buckets = query.key, settings.partial_match_buckets
@@ -179,7 +182,8 @@ def find_live(spark, settings: Settings, query: LiveArchiveQuery, new_events, hi
             F.col(BUCKET).alias("bucket"), F.lit("key").alias("kind"),
             F.col(key).alias("key"), "record"))
     out = events.withColumn(BUCKET, bucket_of(key, buckets)).groupBy(BUCKET).cogroup(
-        state_in.groupBy("bucket")).applyInPandas(bucket_step(query, settings), OUT_DDL
+        state_in.groupBy("bucket")).applyInPandas(bucket_step(query, settings, transitions),
+                                              OUT_DDL
     ).localCheckpoint(eager=True)
     totals = dict.fromkeys(STAT_NAMES, 0)
     for (text,) in out.where(F.col("kind") == "stats").select("stats").collect():

@@ -84,9 +84,26 @@ def get_spark(app_name: str = "lakecep", settings: Settings | None = None) -> Sp
         builder = builder.config("spark.jars.packages", ",".join(DELTA_PACKAGES)).config(
             "spark.jars.ivy", str(IVY_DIR)
         )
+    scheduler = _pool_file(settings)
+    if scheduler:  # the tuned configuration's per-query pools (docs/tuning.md)
+        builder = builder.config("spark.scheduler.mode", "FAIR").config(
+            "spark.scheduler.allocation.file", scheduler)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _pool_file(settings: Settings) -> str | None:
+    """FAIR scheduler file of the newest tuned configuration, if any (a configuration that
+    cannot be read is reported by the job that applies it, not here)."""
+    from lakecep.tuning import TuningError, load_latest
+
+    try:
+        config = load_latest(settings)
+    except TuningError:
+        return None
+    path = (config or {}).get("gold", {}).get("scheduler_file")
+    return path if path and Path(path).exists() else None
 
 
 def fetch_jars() -> None:

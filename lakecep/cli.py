@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from lakecep.config import ConfigError, Settings, load_settings
 
 JOBS = ("bronze", "silver", "optimize", "gold", "quality")
+#: Jobs of the tuning loop (the lakecep_tuning DAG), not part of ``run all``.
+TUNING_JOBS = ("statistics", "tune")
 
 
 def _spark(settings: Settings, app: str):  # noqa: ANN202
@@ -92,6 +94,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             module = importlib.import_module(f"jobs.{job}")
             if job == "quality":
                 result = module.run_quality(spark, settings, run_id=args.run_id)
+            elif job == "statistics":
+                result = module.run(spark, settings, run_id=args.run_id)
             else:
                 result = module.run(spark, settings, continuous=args.continuous)
             print(result)
@@ -188,13 +192,17 @@ def build_parser() -> argparse.ArgumentParser:
                      help="replace generated files already in the landing folder")
     gen.set_defaults(func=cmd_generate)
 
-    run = sub.add_parser("run", help="run a job (bronze, silver, optimize, gold, quality, all)",
+    run = sub.add_parser("run", help="run a job (bronze, silver, optimize, gold, quality, all; "
+                         "statistics, tune)",
                          description="Run a job on what has landed and exit (availableNow), or "
                          "keep running with --continuous. Jobs are idempotent: re-running or "
-                         "restarting after a crash neither loses nor duplicates rows.")
-    run.add_argument("job", choices=(*JOBS, "all"))
-    run.add_argument("--run-id", default=None, help="id recorded with quality results "
-                     "(default: a timestamp)")
+                         "restarting after a crash neither loses nor duplicates rows. `all` runs "
+                         f"{', '.join(JOBS)}; the tuning loop runs statistics (measure silver "
+                         "and gold into gold.statistics) then tune (write the next "
+                         "$LAKECEP_HOME/tuning/config-vN.json, which gold applies).")
+    run.add_argument("job", choices=(*JOBS, *TUNING_JOBS, "all"))
+    run.add_argument("--run-id", default=None, help="id recorded with quality results and "
+                     "statistics (default: a timestamp)")
     run.add_argument("--continuous", action="store_true",
                      help="processing-time trigger (settings.trigger_interval) until stopped")
     run.set_defaults(func=cmd_run)
@@ -202,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     sql = sub.add_parser("sql", help="run Spark SQL over the lake's tables",
                          description="Run a Spark SQL query. Tables are registered by name: "
                          "bronze.events, silver.events, silver.quarantine, silver.duplicates, "
-                         "gold.complex_events, gold.quality_results (Delta time travel: "
+                         "gold.complex_events, gold.quality_results, gold.statistics, "
+                         "gold.allocations, ... (Delta time travel: "
                          "... FROM silver.events VERSION AS OF 3).")
     sql.add_argument("query")
     sql.add_argument("--limit", type=int, default=50, help="rows to show (default 50)")
@@ -243,7 +252,9 @@ def _is_user_error(exc: Exception) -> bool:
     """Errors whose message says everything (bad query, bad config): no traceback."""
     from lakecep.queries import QueryDefinitionError
 
-    names = {"QueryError"}
+    names = {"QueryError", "TuningError"}
+    if isinstance(exc, KeyError | IndexError):  # LookupErrors that are bugs, not advice
+        return False
     return (isinstance(exc, ConfigError | QueryDefinitionError | LookupError)
             or type(exc).__name__ in names)
 

@@ -61,6 +61,24 @@ class Settings:
     #: Which keys are spilled first: ``tpm`` (oldest in memory) or ``stpm`` (lowest
     #: e.t + Δt_i · p(E_{i+1} | E_i)).
     partial_match_policy: str = "stpm"
+    #: The statistics job measures the last this many seconds of event time in silver.
+    statistics_window_seconds: int = 86_400
+    #: Bin width (seconds) of the per-bin counts behind the Poisson test of arrival rates.
+    statistics_bin_seconds: int = 600
+    #: Join keys (PARTITION BY values) sampled for selectivities, transitions and costs.
+    statistics_sample_keys: int = 300
+    #: Deadline td (seconds) of queries without a ``tolerated_latency`` of their own.
+    tuning_deadline_seconds: float = 60.0
+    #: Target share σ of events processed within their deadline (formula 10).
+    tuning_sigma: float = 0.95
+    #: Processing capacity (events per second) the tuning shares out; 0: measured (one
+    #: core at the measured mean engine cost per event).
+    tuning_capacity: float = 0.0
+    #: Consumption mode of the gap densities in the disorder model (first, recent,
+    #: chronicle, cumulative, continuous).
+    tuning_consumption: str = "first"
+    #: Jobs apply the newest tuned configuration ($LAKECEP_HOME/tuning/config-vN.json).
+    tuning_apply: bool = True
 
     # Derived locations -------------------------------------------------------------
     @property
@@ -78,6 +96,10 @@ class Settings:
     @property
     def checkpoints(self) -> Path:
         return self.home / "checkpoints"
+
+    @property
+    def tuning_dir(self) -> Path:
+        return self.home / "tuning"
 
     @property
     def reports(self) -> Path:
@@ -115,6 +137,13 @@ def _coerce(key: str, value: Any, target: type, source: str) -> Any:
             if number <= 0:
                 raise ValueError("must be positive")
             return number
+        if target is float:
+            if isinstance(value, bool):
+                raise ValueError("expected a number")
+            number = float(value)
+            if not number >= 0 or number == float("inf"):
+                raise ValueError("must be a finite number >= 0")
+            return number
         if target is Path:
             return Path(str(value)).expanduser()
         return str(value)
@@ -126,7 +155,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
     """Build the settings from defaults, the TOML file and the environment."""
     env = dict(os.environ if env is None else env)
     types = {f.name: f.type for f in dataclasses.fields(Settings)}
-    pytypes = {"Path": Path, "str": str, "int": int, "bool": bool}
+    pytypes = {"Path": Path, "str": str, "int": int, "float": float, "bool": bool}
     values: dict[str, Any] = {}
 
     home = Path(env.get("LAKECEP_HOME", ".lakecep")).expanduser()
@@ -156,5 +185,14 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
     policy = values.get("partial_match_policy", "stpm")
     if policy not in ("tpm", "stpm"):
         raise ConfigError(f"partial_match_policy = {policy!r}: use tpm or stpm")
+    sigma = values.get("tuning_sigma", 0.95)
+    if not 0 < sigma < 1:
+        raise ConfigError(f"tuning_sigma = {sigma!r}: must lie strictly between 0 and 1")
+    if values.get("tuning_deadline_seconds", 60.0) <= 0:
+        raise ConfigError("tuning_deadline_seconds must be positive")
+    modes = ("first", "recent", "chronicle", "cumulative", "continuous")
+    if values.get("tuning_consumption", "first") not in modes:
+        raise ConfigError(f"tuning_consumption = {values['tuning_consumption']!r}: use one "
+                          f"of {', '.join(modes)}")
     settings = Settings(**values)
     return dataclasses.replace(settings, home=settings.home.resolve())

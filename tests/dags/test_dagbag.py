@@ -3,6 +3,11 @@
 Parsing happens in a child process with an isolated AIRFLOW_HOME, so the test session's
 interpreter never imports Airflow (it configures logging and settings globally at import
 time) and the "no heavy imports at parse time" check sees a clean ``sys.modules``.
+
+The bag is a ``BundleDagBag`` over ``dags/`` as the DAG folder bundle, like the DAG
+processor, the task runner and ``airflow dags test`` build it: it puts the bundle folder on
+``sys.path``, which the DAG files rely on to import ``lakecep_tasks`` (a plain ``DagBag``
+does not).
 """
 
 from __future__ import annotations
@@ -24,26 +29,48 @@ HEAVY_MODULES = ["pyspark", "pandas", "great_expectations", "cep_core", "jobs", 
 
 PARSE_SCRIPT = textwrap.dedent(
     """
-    import json, sys, time
+    import json, os, sys, time
+    from pathlib import Path
     started = time.monotonic()
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow.dag_processing.dagbag import BundleDagBag
     imported = time.monotonic()
-    bag = DagBag(dag_folder=sys.argv[1])
+    bag = BundleDagBag(dag_folder=sys.argv[1], bundle_path=Path(sys.argv[1]),
+                       bundle_name="dags-folder")
     filled = time.monotonic()
     heavy = sorted(
         m for m in sys.modules if m.split(".")[0] in set(sys.argv[2].split(","))
     )
+    shared = sys.modules.get("lakecep_tasks")
+
+    def jobs_run_by(task):
+        # Call a @task's function with the job runner replaced by a recorder (only tasks
+        # of DAG files that use the runner; @task.bash builds a command instead).
+        callable_ = getattr(task, "python_callable", None)
+        if callable_ is None or "run_lakecep_job" not in callable_.__globals__:
+            return None
+        calls = []
+        callable_.__globals__["run_lakecep_job"] = lambda job, run_id: calls.append(
+            [job, run_id]
+        )
+        callable_(run_id="scheduled__test")
+        return calls
+
     dags = {}
     for dag_id, dag in bag.dags.items():
+        inner = getattr(dag.timetable, "timetable", dag.timetable)
         dags[dag_id] = {
             "fileloc": dag.fileloc,
             "tags": sorted(dag.tags),
             "catchup": dag.catchup,
             "max_active_runs": dag.max_active_runs,
+            "start_date": dag.start_date.isoformat() if dag.start_date else None,
+            "dagrun_timeout_s": (
+                dag.dagrun_timeout.total_seconds() if dag.dagrun_timeout else None
+            ),
             "timetable_class": type(dag.timetable).__name__,
-            "schedule": str(getattr(
-                getattr(dag.timetable, "timetable", dag.timetable), "expression", dag.timetable
-            )),
+            "inner_timetable_class": type(inner).__name__,
+            "schedule": str(getattr(inner, "expression", dag.timetable)),
+            "schedule_timezone": str(getattr(inner, "timezone", "")),
             "schedule_assets": sorted(
                 a.uri for a in getattr(
                     getattr(dag.timetable, "asset_condition", None), "objects", []
@@ -58,12 +85,22 @@ PARSE_SCRIPT = textwrap.dedent(
                     "inlets": [a.uri for a in t.inlets],
                     "retries": t.retries,
                     "retry_delay": t.retry_delay.total_seconds(),
+                    "owner": t.owner,
+                    "execution_timeout_s": (
+                        t.execution_timeout.total_seconds() if t.execution_timeout else None
+                    ),
+                    "runs_jobs": jobs_run_by(t),
                 }
                 for t in dag.tasks
             },
         }
     print(json.dumps({
         "import_errors": {str(k): v for k, v in bag.import_errors.items()},
+        "parsed_files": sorted(os.path.basename(f) for f in bag.file_last_changed),
+        "shared_module": getattr(shared, "__file__", None),
+        "shared_assets": sorted(
+            v.uri for v in vars(shared).values() if type(v).__name__ == "Asset"
+        ) if shared else [],
         "dags": dags,
         "heavy_modules": heavy,
         "airflow_import_s": imported - started,
@@ -105,7 +142,29 @@ def parsed(tmp_path_factory: pytest.TempPathFactory, base_env: dict[str, str]) -
 
 def test_no_import_errors(parsed: dict) -> None:
     assert parsed["import_errors"] == {}
-    assert set(parsed["dags"]) == {"lakecep_pipeline", "lakecep_demo"}
+    assert set(parsed["dags"]) == {"lakecep_pipeline", "lakecep_demo", "lakecep_tuning"}
+
+
+def test_shared_module_is_imported_not_parsed(parsed: dict) -> None:
+    """lakecep_tasks.py is a plain module: .airflowignore keeps it out of the DAG files."""
+    assert parsed["parsed_files"] == [
+        "lakecep_demo.py",
+        "lakecep_pipeline.py",
+        "lakecep_tuning.py",
+    ]
+    # ... yet the DAG files did import it, from dags/ (not some other lakecep_tasks).
+    assert parsed["shared_module"] == str(DAGS / "lakecep_tasks.py")
+    assert parsed["shared_assets"] == sorted(
+        [
+            "lakecep://landing/events",
+            "lakecep://bronze/events",
+            "lakecep://silver/events",
+            "lakecep://gold/complex_events",
+            "lakecep://gold/quality_results",
+            "lakecep://gold/statistics",
+            "lakecep://tuning/config",
+        ]
+    )
 
 
 def test_pipeline_dag_present(parsed: dict) -> None:
@@ -155,13 +214,85 @@ def test_demo_dag_feeds_the_pipeline(parsed: dict) -> None:
     assert parsed["dags"]["lakecep_pipeline"]["schedule_assets"] == ["lakecep://landing/events"]
 
 
+def test_pipeline_tasks_run_their_jobs(parsed: dict) -> None:
+    """Each pipeline task calls the job runner once, for the job of its name, with the run id."""
+    for task_id, task in parsed["dags"]["lakecep_pipeline"]["tasks"].items():
+        assert task["runs_jobs"] == [[task_id, "scheduled__test"]], task_id
+
+
+def test_tuning_dag_present(parsed: dict) -> None:
+    dag = parsed["dags"]["lakecep_tuning"]
+    assert Path(dag["fileloc"]).name == "lakecep_tuning.py"
+    assert dag["tags"] == ["lakecep", "tuning"]
+    assert dag["catchup"] is False
+    assert dag["max_active_runs"] == 1
+    assert dag["start_date"] == "2026-01-01T00:00:00+00:00"
+    assert dag["dagrun_timeout_s"] == 2 * 3600
+    for word in ("statistics", "tune", "config-vN.json", "gold.allocations",
+                 "tuned configuration vN"):
+        assert word in dag["doc_md"], word
+
+
+def test_tuning_schedule_hourly_and_on_gold(parsed: dict) -> None:
+    dag = parsed["dags"]["lakecep_tuning"]
+    # Hourly on the hour, UTC ...
+    assert dag["timetable_class"] == "AssetOrTimeSchedule"
+    assert dag["inner_timetable_class"] == "CronTriggerTimetable"
+    assert dag["schedule"] == "0 * * * *"
+    assert dag["schedule_timezone"] == "UTC"
+    # ... and whenever the pipeline's gold task emits an asset event.
+    assert dag["schedule_assets"] == ["lakecep://gold/complex_events"]
+    assert "lakecep://gold/complex_events" in (
+        parsed["dags"]["lakecep_pipeline"]["tasks"]["gold"]["outlets"]
+    )
+
+
+def test_tuning_task_order(parsed: dict) -> None:
+    tasks = parsed["dags"]["lakecep_tuning"]["tasks"]
+    assert set(tasks) == {"statistics", "tune"}
+    assert tasks["statistics"]["upstream"] == []
+    assert tasks["statistics"]["downstream"] == ["tune"]
+    assert tasks["tune"]["upstream"] == ["statistics"]
+    assert tasks["tune"]["downstream"] == []
+
+
+def test_tuning_assets(parsed: dict) -> None:
+    tasks = parsed["dags"]["lakecep_tuning"]["tasks"]
+    assert set(tasks["statistics"]["inlets"]) == {
+        "lakecep://silver/events",
+        "lakecep://gold/complex_events",
+    }
+    assert len(tasks["statistics"]["inlets"]) == 2
+    assert tasks["statistics"]["outlets"] == ["lakecep://gold/statistics"]
+    assert tasks["tune"]["inlets"] == ["lakecep://gold/statistics"]
+    assert tasks["tune"]["outlets"] == ["lakecep://tuning/config"]
+
+
+def test_tuning_tasks_run_their_jobs(parsed: dict) -> None:
+    tasks = parsed["dags"]["lakecep_tuning"]["tasks"]
+    assert tasks["statistics"]["runs_jobs"] == [["statistics", "scheduled__test"]]
+    assert tasks["tune"]["runs_jobs"] == [["tune", "scheduled__test"]]
+
+
 def test_retries_are_short(parsed: dict) -> None:
-    for task in parsed["dags"]["lakecep_pipeline"]["tasks"].values():
-        assert task["retries"] == 1
-        assert 0 < task["retry_delay"] <= 120
+    for dag_id in ("lakecep_pipeline", "lakecep_tuning"):
+        for task_id, task in parsed["dags"][dag_id]["tasks"].items():
+            assert task["retries"] == 1, (dag_id, task_id)
+            assert 0 < task["retry_delay"] <= 120, (dag_id, task_id)
+            assert task["owner"] == "lakecep", (dag_id, task_id)
+            assert task["execution_timeout_s"] == 3600, (dag_id, task_id)
 
 
 def test_parsing_imports_nothing_heavy(parsed: dict) -> None:
+    # All three DAG files (and lakecep_tasks) were really imported by this parse ...
+    assert parsed["parsed_files"] == [
+        "lakecep_demo.py",
+        "lakecep_pipeline.py",
+        "lakecep_tuning.py",
+    ]
+    assert parsed["import_errors"] == {}
+    assert parsed["shared_module"] is not None
+    # ... and none of them pulled in Spark, pandas, the engine or the jobs.
     assert parsed["heavy_modules"] == [], (
         "DAG files must not import these at parse time: " + ", ".join(parsed["heavy_modules"])
     )
@@ -177,7 +308,7 @@ def test_failed_job_reports_stderr_tail(tmp_path: Path, base_env: dict[str, str]
     script = textwrap.dedent(
         """
         import importlib.util, sys
-        spec = importlib.util.spec_from_file_location("lakecep_pipeline_dag", sys.argv[1])
+        spec = importlib.util.spec_from_file_location("lakecep_tasks", sys.argv[1])
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         try:
@@ -191,7 +322,7 @@ def test_failed_job_reports_stderr_tail(tmp_path: Path, base_env: dict[str, str]
     env = dict(base_env)
     env.update({"AIRFLOW_HOME": str(tmp_path / "airflow"), "LAKECEP_HOME": str(tmp_path / "home")})
     result = subprocess.run(
-        [sys.executable, "-c", script, str(DAGS / "lakecep_pipeline.py")],
+        [sys.executable, "-c", script, str(DAGS / "lakecep_tasks.py")],
         env=env,
         cwd=REPO,
         capture_output=True,

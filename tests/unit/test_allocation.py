@@ -197,3 +197,14 @@ def test_step_search_stops_at_turning_point() -> None:
 def test_errors(call: object, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         call()  # type: ignore[operator]
+
+
+def test_min_capacity_exact_at_light_and_heavy_load() -> None:
+    # light load: P(W = 0) = 1 - ρ meets σ as soon as the service fits the deadline
+    light = A.min_capacity(1e-4, 60.0, 0.95, "exact")
+    assert light == pytest.approx(1 / 60.0, rel=1e-6)
+    assert A.satisfaction(light * 1.0001, 1e-4, 60.0, "exact") >= 0.95
+    # heavy load (λ·td = 18): the root is found past the region where the series fails
+    heavy = A.min_capacity(0.3, 60.0, 0.95, "exact")
+    assert heavy > 0.3
+    assert A.satisfaction(heavy, 0.3, 60.0, "exact") == pytest.approx(0.95, abs=1e-6)

@@ -1,0 +1,112 @@
+"""lakecep tuning DAG: measure the workload, then compute and publish a tuned configuration.
+
+The tuning loop of issue 6: ``statistics`` measures what the pipeline sees (rates,
+selectivities, gaps, costs) into ``gold.statistics``; ``tune`` turns the latest statistics into
+an allocation (cep_core.allocation, checked with cep_core.simulator) and writes a versioned
+configuration that the gold job reads when it next starts.
+
+This file only wires tasks. Each task runs ``python -m lakecep.cli run <job> --run-id <id>``
+in a child process (``run_lakecep_job`` in ``lakecep_tasks.py``), so nothing heavy (pyspark,
+pandas, numpy, scipy, cep_core, jobs) is imported when Airflow parses this file. See
+docs/airflow.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path as _Path
+
+from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, task
+
+# Assets and the job runner live in dags/lakecep_tasks.py, shared by the DAGs. Airflow
+# puts dags/ on sys.path when it parses a DAG file; a plain DagBag does not.
+if str(_Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(_Path(__file__).resolve().parent))
+
+from lakecep_tasks import (
+    GOLD_COMPLEX_EVENTS,
+    SILVER_EVENTS,
+    STATISTICS,
+    TUNED_CONFIG,
+    run_lakecep_job,
+)
+
+DOC_MD = """
+# lakecep tuning
+
+The tuning loop: measure the workload the pipeline sees, compute an allocation from the
+measurements, and hand the gold job a new configuration. Each task runs
+`lakecep run <job> --run-id <Airflow run id>` in a child process.
+
+```
+statistics ──▶ tune
+```
+
+* `statistics` runs `lakecep run statistics`; reads `lakecep://silver/events` and
+  `lakecep://gold/complex_events`; writes Delta `gold.statistics`
+  (outlet `lakecep://gold/statistics`).
+* `tune` runs `lakecep run tune`; reads `lakecep://gold/statistics`; writes
+  `$LAKECEP_HOME/tuning/config-vN.json` + `fairscheduler-vN.xml` and Delta
+  `gold.allocations` (outlet `lakecep://tuning/config`).
+
+**`statistics`** measures, per time window: the arrival rate of each event type and source
+with a Poisson dispersion test (`kind = arrival_rate`, with its `p_value`); the selectivity
+of each pattern and of each of its sub-patterns (prefixes); `p(E_i+1 | E_i)` and the largest
+gap between consecutive pattern events; the match ratio; and the processing cost per stream.
+
+**`tune`** computes the allocation of the deadline-aware model (seed 002,
+`cep_core.allocation`: per-stream capacity shares so that matches are on time and in order),
+checks it with the discrete-event simulator (`cep_core.simulator`), and writes version N+1
+of the tuned configuration (`config-vN.json`: the statistics run it came from, per-query
+settings, and the gold job's `max_files_per_trigger` and Spark fair-scheduler pool weights;
+`fairscheduler-vN.xml`: those pools) and the allocation's rows in `gold.allocations`.
+
+The gold job reads the newest `config-vN.json` when it starts (its log says
+`tuned configuration vN`), so the next `lakecep_pipeline` run uses it.
+
+Schedule: hourly (`0 * * * *` UTC, no catch-up, one run at a time) and whenever
+`lakecep_pipeline` updates `lakecep://gold/complex_events`.
+"""
+
+
+@dag(
+    dag_id="lakecep_tuning",
+    # Hourly, and as soon as the pipeline's gold task announces new complex events (an
+    # asset event on GOLD_COMPLEX_EVENTS).
+    schedule=AssetOrTimeSchedule(
+        timetable=CronTriggerTimetable("0 * * * *", timezone="UTC"),
+        assets=[GOLD_COMPLEX_EVENTS],
+    ),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    catchup=False,
+    max_active_runs=1,
+    dagrun_timeout=timedelta(hours=2),
+    tags=["lakecep", "tuning"],
+    doc_md=DOC_MD,
+    default_args={
+        "owner": "lakecep",
+        "retries": 1,
+        "retry_delay": timedelta(seconds=30),
+        "execution_timeout": timedelta(hours=1),
+    },
+)
+def lakecep_tuning() -> None:
+    @task(
+        task_id="statistics",
+        inlets=[SILVER_EVENTS, GOLD_COMPLEX_EVENTS],
+        outlets=[STATISTICS],
+    )
+    def statistics(run_id: str | None = None) -> None:
+        """Silver + gold -> gold.statistics (rates, selectivities, gaps, match ratio, costs)."""
+        run_lakecep_job("statistics", run_id or "manual")
+
+    @task(task_id="tune", inlets=[STATISTICS], outlets=[TUNED_CONFIG])
+    def tune(run_id: str | None = None) -> None:
+        """gold.statistics -> allocation -> tuning/config-vN.json and gold.allocations."""
+        run_lakecep_job("tune", run_id or "manual")
+
+    statistics() >> tune()
+
+
+lakecep_tuning()
