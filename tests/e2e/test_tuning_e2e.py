@@ -147,3 +147,15 @@ def test_gold_job_loads_the_tuned_config(
         f"{gold_rerun.stdout[-3000:]}\n{gold_rerun.stderr[-4000:]}"
     )
     assert "tuned configuration v1" in gold_rerun.stderr, gold_rerun.stderr[-4000:]
+
+
+def test_gold_session_runs_the_tuned_fair_pools(
+    gold_rerun: subprocess.CompletedProcess[str], tuned_config: dict
+) -> None:
+    """The new Spark session started in FAIR mode with the tuned pool file, and Spark's
+    scheduler holds each pool with the tuned weight (read back from the SparkContext)."""
+    err = gold_rerun.stderr
+    assert f"scheduler FAIR, pools from {tuned_config['gold']['scheduler_file']}" in err, (
+        err[-4000:])
+    for pool, weight in tuned_config["gold"]["pools"].items():
+        assert f"{pool} weight {weight} (tuned {weight})" in err, err[-4000:]
