@@ -97,7 +97,12 @@ def pattern_rows(query_id: str, side: str, compiled, sample: pd.DataFrame,  # no
     """Selectivities of a pattern and its prefixes; with ``streams`` also its transitions,
     per-variable arrival rates and measured per-event costs."""
     from cep_core.spilling import estimate_transitions
-    from cep_core.statistics import processing_costs, selectivities, stream_labels
+    from cep_core.statistics import (
+        pattern_variables,
+        processing_costs,
+        selectivities,
+        stream_labels,
+    )
 
     n = len(sample)
     out = [_row("selectivity", subject, value, query_id=query_id, side=side, events=n)
@@ -112,7 +117,7 @@ def pattern_rows(query_id: str, side: str, compiled, sample: pd.DataFrame,  # no
                             events=n, gap_seconds=gap * unit))
     labels = stream_labels(compiled, sample)
     counts = labels.value_counts()
-    variables = _variables(compiled)
+    variables = pattern_variables(compiled)
     for var in variables:
         out.append(_row("stream", var, rate * counts.get(var, 0) / n, query_id=query_id,
                         side=side, events=int(counts.get(var, 0))))
@@ -124,12 +129,6 @@ def pattern_rows(query_id: str, side: str, compiled, sample: pd.DataFrame,  # no
     out.append(_row("cost", "", costs.per_event.get("", 0.0), query_id=query_id, side=side,
                     events=int(counts.get("", 0)), seconds=costs.residual))
     return out
-
-
-def _variables(compiled) -> list[str]:  # noqa: ANN001
-    from cep_core.statistics import pattern_variables
-
-    return pattern_variables(compiled)
 
 
 def _partition_keys(query: QueryDefinition) -> list[str]:
@@ -170,7 +169,7 @@ def match_ratio(spark, settings: Settings, query: LiveArchiveQuery) -> dict[str,
 def events_per_file(spark, silver: LakeTable, rows: int) -> dict[str, Any]:  # noqa: ANN001
     files = spark.sql(f"DESCRIBE DETAIL delta.`{silver.path}`").first()["numFiles"]
     return _row("events_per_file", "silver.events", rows / max(int(files or 1), 1),
-                events=rows, seconds=None)
+                events=rows)
 
 
 def write(spark, settings: Settings, rows: list[dict[str, Any]], run_id: str) -> None:  # noqa: ANN001
@@ -205,8 +204,7 @@ def run(spark, settings: Settings, *, continuous: bool = False,  # noqa: ANN001
     lo, hi, total = events.agg(F.min("event_time"), F.max("event_time"), F.count("*")).first()
     if not total:
         raise LookupError(f"silver.events (version {version}) is empty: nothing to measure")
-    end = pd.Timestamp(hi, tz="UTC") if pd.Timestamp(hi).tzinfo is None else pd.Timestamp(hi)
-    first = pd.Timestamp(lo, tz="UTC") if pd.Timestamp(lo).tzinfo is None else pd.Timestamp(lo)
+    first, end = (pd.Timestamp(t).tz_localize("UTC") for t in (lo, hi))  # session: UTC
     start = max(first, end - pd.Timedelta(seconds=settings.statistics_window_seconds))
     bin_seconds = settings.statistics_bin_seconds
     bins = max(1, math.ceil((end - start).total_seconds() / bin_seconds))
