@@ -1,9 +1,11 @@
 """landing -> bronze: every landed line becomes one append-only bronze row.
 
-Each landing file is read whole and split into lines, so a row is identified by
-``(source_file, line_no)`` and nothing is dropped: blank, oversized and unparseable lines
-are kept with their ``parse_status``. The Delta sink is exactly-once across restarts
-(checkpoint + transaction ids).
+Each landing file is read whole and split into lines by ``lakecep.events.landing_lines``
+(the one definition of a landed line, also used by ``lakecep status``), so a row is
+identified by ``(source_file, line_no)`` and nothing is dropped: blank, oversized, non-UTF-8
+and unparseable lines are kept with their ``parse_status``, which is the line-level code of
+``lakecep.events.parse_line`` (silver quarantines exactly these rows with the same reason).
+The Delta sink is exactly-once across restarts (checkpoint + transaction ids).
 Limits: one landing file must be smaller than 1 GiB (it is read as one value).
 """
 
@@ -14,39 +16,73 @@ from jobs.tables import LakeTable
 from lakecep.config import Settings
 
 QUERY = "bronze_events"
-#: parse_status values (expectations/bronze.events.json checks this set).
-PARSE_STATUSES = ("ok", "malformed_json", "empty_line", "oversized")
+#: parse_status values (expectations/bronze.events.json checks this set): ``ok`` or the
+#: line-level reason code of ``lakecep.events.parse_line`` (``LINE_CODES``).
+PARSE_STATUSES = ("ok", "invalid_utf8", "empty_line", "oversized", "malformed_json")
+#: bronze columns computed from the file bytes (``ingest_time`` is added by Spark).
+LINES_DDL = (
+    "raw STRING, source_file STRING, line_no BIGINT, byte_length INT, "
+    "parse_status STRING, parse_error STRING"
+)
+#: Most lines handed back to Spark in one Arrow batch (one file can span several batches).
+LINES_PER_BATCH = 10_000
+
+
+def split_files(max_line_bytes: int):  # noqa: ANN201
+    """mapInPandas function: whole files (``content`` bytes, ``file_path``) -> bronze lines.
+
+    The lines are cut by ``lakecep.events.landing_lines`` and judged by
+    ``lakecep.events.judge_line`` -- the same definitions that ``lakecep status`` counts
+    with and silver parses with, so the layers cannot disagree about a line.
+    """
+    from collections.abc import Iterator
+
+    import numpy as np
+    import pandas as pd
+
+    from lakecep.events import judge_line, landing_lines
+
+    def split(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for frame in frames:
+            for content, path in zip(frame["content"], frame["file_path"], strict=True):
+                lines = landing_lines(bytes(content))
+                for start in range(0, len(lines), LINES_PER_BATCH):
+                    chunk = lines[start:start + LINES_PER_BATCH]
+                    raw, size, status, error = zip(
+                        *(judge_line(line, max_line_bytes) for line in chunk), strict=True
+                    )
+                    yield pd.DataFrame({
+                        "raw": pd.Series(raw, dtype=object),
+                        "source_file": path,
+                        "line_no": np.arange(start + 1, start + len(chunk) + 1, dtype=np.int64),
+                        "byte_length": np.asarray(size, dtype=np.int32),
+                        "parse_status": pd.Series(status, dtype=object),
+                        "parse_error": pd.Series(error, dtype=object),
+                    })
+
+    return split
 
 
 def bronze_frame(raw_files, max_line_bytes: int):  # noqa: ANN001, ANN201 - DataFrames
-    """Turn a DataFrame of whole files (``value``, ``file_path``) into bronze rows."""
+    """Turn a DataFrame of whole files (``value``, ``file_path``) into bronze rows.
+
+    ``value`` comes from Spark's ``text`` source with ``wholetext``: it holds the file's
+    bytes unchanged (no decoding happens before the cast to binary), so invalid UTF-8, NUL,
+    ``\r`` and a BOM reach ``lakecep.events`` exactly as landed.
+    """
     from pyspark.sql import functions as F
 
-    # One trailing newline ends the last line; it does not start a new (empty) one.
-    body = F.regexp_replace("value", r"\n$", "")
-    lines = raw_files.where(F.col("value") != "").select(
-        F.col("file_path").alias("source_file"),
-        F.posexplode(F.split(body, "\n", -1)).alias("pos", "raw"),
-    )
-    size = F.octet_length("raw")
-    status = (
-        F.when(F.trim("raw") == "", F.lit("empty_line"))
-        .when(size > max_line_bytes, F.lit("oversized"))
-        .when(F.try_parse_json("raw").isNull(), F.lit("malformed_json"))
-        .otherwise(F.lit("ok"))
-    )
-    error = (
-        F.when(size > max_line_bytes, F.format_string(f"%d bytes > limit {max_line_bytes}", size))
-        .when(status == "malformed_json", F.lit("not valid JSON"))
-    )
+    lines = raw_files.select(
+        F.col("value").cast("binary").alias("content"), "file_path"
+    ).mapInPandas(split_files(max_line_bytes), LINES_DDL)
     return lines.select(
         "raw",
         "source_file",
-        (F.col("pos") + 1).cast("bigint").alias("line_no"),
-        size.cast("int").alias("byte_length"),
+        "line_no",
+        "byte_length",
         F.current_timestamp().alias("ingest_time"),
-        status.alias("parse_status"),
-        error.alias("parse_error"),
+        "parse_status",
+        "parse_error",
     )
 
 

@@ -4,7 +4,9 @@ Every bronze row ends in exactly one place:
 - ``silver.events`` when it passes the event contract (``lakecep.events``) and its
   ``event_id`` is new; the first copy in arrival order (ingest time, file, line) is kept;
 - ``silver.duplicates`` when it is valid but its ``event_id`` is already kept;
-- ``silver.quarantine`` with the reason when it fails parsing or checks.
+- ``silver.quarantine`` with the reason when it fails parsing or checks (a row whose bronze
+  ``parse_status`` is not ``ok`` is quarantined with exactly that status as its reason code
+  and ``parse_error`` as the detail: both layers use ``lakecep.events`` to judge a line).
 
 So ``|bronze| = |silver| + |duplicates| + |quarantine|`` (``lakecep status`` checks it).
 Every write is idempotent per micro-batch (Delta ``txnAppId``/``txnVersion``), and a row
@@ -41,8 +43,20 @@ def parse_batches(max_line_bytes: int):  # noqa: ANN201
 
     def parse(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for frame in frames:
-            parsed = parse_frame(frame["raw"], max_line_bytes)
+            # bronze already judged the line with the same definition (parse_line's line
+            # codes): a row it did not pass keeps bronze's reason and is not parsed again
+            # (for invalid_utf8 rows, raw is not the landed bytes and must not be parsed).
+            judged = (frame["parse_status"] != "ok").to_numpy()
+            raw = frame["raw"].where(~judged, None) if judged.any() else frame["raw"]
+            parsed = parse_frame(raw, max_line_bytes)
             out = parsed[["ok", "reason", *EVENT_COLUMNS]].reset_index(drop=True)
+            if judged.any():
+                status = frame["parse_status"].to_numpy(dtype=object)
+                error = frame["parse_error"].to_numpy(dtype=object)
+                reason = out["reason"].to_numpy(dtype=object, copy=True)
+                for i in judged.nonzero()[0]:
+                    reason[i] = status[i] if pd.isna(error[i]) else f"{status[i]}: {error[i]}"
+                out["reason"] = reason
             for column in ("raw", "source_file", "line_no", "ingest_time"):
                 out[column] = frame[column].reset_index(drop=True)
             yield out

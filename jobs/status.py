@@ -1,7 +1,9 @@
 """Counts, reconciliation and gold-vs-ground-truth: what ``lakecep status`` prints.
 
-Reconciliation (nothing is lost): landed lines = bronze rows, and
-bronze rows = silver events + duplicates + quarantined rows.
+Reconciliation (nothing is lost): landed lines = bronze rows (one definition of a line,
+``lakecep.events.landing_lines``), bronze rows = silver events + duplicates + quarantined
+rows, and reason by reason: bronze rows with ``parse_status`` s != ``ok`` = quarantined rows
+with reason code s, bronze ``ok`` rows = silver + duplicates + the other quarantined rows.
 """
 
 from __future__ import annotations
@@ -42,15 +44,46 @@ _TRUTH_META = {"generator", "params", "definitions", "counts"}
 
 
 def count_landed_lines(landing: Path) -> int:
-    """Lines in the landing files, counted the way bronze splits them."""
+    """Lines in the landing files, by the one definition bronze splits them with
+    (``lakecep.events.landing_lines``), over the files Spark's file source reads."""
+    from lakecep.events import count_landing_lines
+
     total = 0
     for path in sorted(landing.glob("*")):
         if not path.is_file() or path.name.startswith((".", "_")):
             continue
-        data = path.read_bytes()
-        if data:
-            total += data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+        total += count_landing_lines(path.read_bytes())
     return total
+
+
+def reason_check(spark, settings: Settings) -> Check:  # noqa: ANN001
+    """Reason by reason: each bronze ``parse_status`` other than ``ok`` = the quarantined
+    rows with that reason code, and bronze ``ok`` = silver + duplicates + the quarantined
+    rows with an event-level code (``lakecep.events`` judges a line once, for both layers)."""
+    from pyspark.sql import functions as F
+
+    from lakecep.events import LINE_CODES
+
+    def counts(name: str, column) -> dict[str, int]:  # noqa: ANN001
+        table = LakeTable(spark, settings, name)
+        if not table.exists():
+            return {}
+        return {r[0]: r[1] for r in table.read().groupBy(column.alias("k")).count().collect()}
+
+    bronze = counts("bronze.events", F.col("parse_status"))
+    quarantine = counts("silver.quarantine", F.split(F.col("reason"), ":", 2)[0])
+    kept = sum(counts(name, F.lit("all")).get("all", 0)
+               for name in ("silver.events", "silver.duplicates"))
+    event_level = sum(n for code, n in quarantine.items() if code not in LINE_CODES)
+    parts, ok = [], True
+    for code in ("ok", *LINE_CODES, *sorted(set(bronze) - {"ok", *LINE_CODES})):
+        have = bronze.get(code, 0)
+        want = kept + event_level if code == "ok" else quarantine.get(code, 0)
+        if have or want:
+            ok = ok and have == want
+            parts.append(f"{code} {have:,} {'=' if have == want else '!='} {want:,}")
+    return Check("bronze status = silver outcome, reason by reason", ok,
+                 "; ".join(parts) or "no rows")
 
 
 def gold_sequences(spark, settings: Settings) -> dict[str, set[tuple[str, ...]]]:  # noqa: ANN001
@@ -105,6 +138,7 @@ def lake_status(spark, settings: Settings) -> LakeStatus:  # noqa: ANN001
                                f"{bronze:,} = {counts['silver.events']:,} + "
                                f"{counts['silver.duplicates']:,} + {counts['silver.quarantine']:,}"
                                f" ({split:,})"))
+    status.checks.append(reason_check(spark, settings))
     truth_file = settings.truth_dir / "truth.json"
     if truth_file.exists():
         truth = json.loads(truth_file.read_text())

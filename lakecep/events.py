@@ -4,8 +4,13 @@ One landing line is one JSON object. :func:`parse_line` turns it into a :class:`
 (exactly the typed columns of ``silver.events``) or a :class:`Rejection` whose ``reason``
 starts with a stable code (``REASON_CODES``), e.g. ``missing_field: event_id``.
 
+A landing FILE is cut into lines by :func:`landing_lines` (the one definition of a landed
+line, used by bronze and by ``lakecep status``), and :func:`judge_line` gives a landed line's
+bronze columns; ``parse_line`` accepts the line's bytes too.
+
 Checks run in a fixed order and the FIRST problem is reported:
 
+0. ``invalid_utf8``    -- (bytes only) the line is not valid UTF-8.
 1. ``empty_line``      -- ``None``, ``""`` or only whitespace.
 2. ``oversized``       -- more than ``max_line_bytes`` UTF-8 bytes.
 3. ``malformed_json``  -- not valid JSON (also NaN/Infinity constants and duplicate keys).
@@ -39,9 +44,14 @@ __all__ = [
     "MIN_TIME",
     "PMF_TOLERANCE",
     "REASON_CODES",
+    "LINE_CODES",
+    "UTF8_BOM",
     "ParsedEvent",
     "Rejection",
+    "count_landing_lines",
     "format_time",
+    "judge_line",
+    "landing_lines",
     "parse_frame",
     "parse_line",
     "parse_time",
@@ -51,6 +61,7 @@ __all__ = [
 #: Every reason code, in the order the checks run (``too_long`` shares step 7 with
 #: ``invalid_value``).
 REASON_CODES: tuple[str, ...] = (
+    "invalid_utf8",
     "empty_line",
     "oversized",
     "malformed_json",
@@ -61,6 +72,13 @@ REASON_CODES: tuple[str, ...] = (
     "invalid_value",
     "too_long",
 )
+
+#: The codes that judge the line itself, not the event: with ``ok`` they are bronze's
+#: ``parse_status`` values (a line whose reason has another code is ``ok`` in bronze).
+LINE_CODES: tuple[str, ...] = ("invalid_utf8", "empty_line", "oversized", "malformed_json")
+#: A UTF-8 byte order mark; at the very start of a landing file it is not part of the first
+#: line (:func:`landing_lines` strips it), anywhere else it is data.
+UTF8_BOM = b"\xef\xbb\xbf"
 
 #: |sum(pmf) - 1| must not exceed this.
 PMF_TOLERANCE = 1e-6
@@ -272,13 +290,83 @@ def _time_field(name: str, value: Any) -> datetime | str:
 _Result = str | tuple[Any, ...]
 
 
+def landing_lines(data: bytes) -> list[bytes]:
+    """The lines of one landing file -- THE definition of a landed line.
+
+    A UTF-8 BOM at the very start of the file is dropped; then every ``\n`` (byte 0x0A) ends
+    a line, and bytes after the last ``\n`` form one more line. So an empty file has no
+    lines, ``b"\n"`` is one empty line, ``b"a\n\n"`` is ``a`` and one empty line, and
+    ``b"a"`` (no final newline) is one line. Nothing else is removed: a ``\r`` (of
+    ``\r\n`` or alone), NUL and any other byte stay in the line.
+    """
+    if data.startswith(UTF8_BOM):
+        data = data[len(UTF8_BOM):]
+    if not data:
+        return []
+    lines = data.split(b"\n")
+    if not lines[-1]:  # the final newline ends the last line; it starts no new one
+        lines.pop()
+    return lines
+
+
+def count_landing_lines(data: bytes) -> int:
+    """``len(landing_lines(data))`` without building the lines."""
+    start = len(UTF8_BOM) if data.startswith(UTF8_BOM) else 0
+    if len(data) == start:
+        return 0
+    return data.count(b"\n", start) + (0 if data.endswith(b"\n") else 1)
+
+
+def _utf8(line: bytes) -> str:
+    """The text of a landed line, or the ``invalid_utf8`` reason (a :class:`_Invalid`)."""
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = " ".join(f"0x{b:02X}" for b in line[exc.start:exc.end])
+        return _Invalid(f"invalid_utf8: {bad} at byte offset {exc.start} is not UTF-8")
+
+
+class _Invalid(str):
+    """An ``invalid_utf8`` reason returned by :func:`_utf8` in place of the text."""
+
+    __slots__ = ()
+
+
+def judge_line(line: bytes, max_line_bytes: int) -> tuple[str, int, str, str | None]:
+    """Bronze's columns of one landed line: ``(raw, byte_length, parse_status, parse_error)``.
+
+    ``parse_status`` is the code of ``parse_line(line)`` when it is one of ``LINE_CODES``,
+    else ``ok``; ``parse_error`` is the detail after ``"<code>: "`` (None when there is
+    none). ``byte_length`` counts the line's bytes as landed. ``raw`` is the line's text; a
+    line that is not valid UTF-8 (status ``invalid_utf8``) has U+FFFD in place of each
+    invalid byte sequence -- the only case in which ``raw`` differs from the landed bytes.
+    """
+    text = _utf8(line)
+    if type(text) is _Invalid:
+        raw, reason = line.decode("utf-8", "replace"), str(text)
+    else:
+        raw = text
+        result = _parse(text, max_line_bytes)
+        reason = result if type(result) is str else "ok"
+    code, _, detail = reason.partition(": ")
+    if code not in LINE_CODES:
+        return raw, len(line), "ok", None
+    return raw, len(line), code, detail or None
+
+
 def _parse(raw: Any, max_line_bytes: int) -> _Result:
+    # 0. invalid_utf8 (a landed line given as bytes) ----------------------------------
     # 1. empty_line ---------------------------------------------------------------------
     if type(raw) is not str:
         if raw is None or raw is pd.NA or (isinstance(raw, float) and math.isnan(raw)):
             return "empty_line"
+        if isinstance(raw, (bytes, bytearray, memoryview)):
+            raw = _utf8(bytes(raw))
+            if type(raw) is _Invalid:
+                return str(raw)
+            return _parse(raw, max_line_bytes)
         if not isinstance(raw, str):
-            raise TypeError(f"a landing line must be str or None, got {type(raw).__name__}")
+            raise TypeError(f"a landing line must be str, bytes or None, got {type(raw).__name__}")
         raw = str(raw)
     if not raw or raw.isspace():
         return "empty_line"
@@ -295,6 +383,11 @@ def _parse(raw: Any, max_line_bytes: int) -> _Result:
         if end != len(raw):  # trailing whitespace (fine) or extra data (an error)
             obj = _decode(raw)
     except json.JSONDecodeError as exc:
+        if raw.startswith("\ufeff"):
+            return (
+                "malformed_json: starts with a BOM (U+FEFF; only a BOM that starts a file "
+                "is dropped)"
+            )
         return f"malformed_json: {exc}"
     except _BadConstant as exc:
         return f"malformed_json: {exc} is not valid JSON"
@@ -519,8 +612,11 @@ def _string_problem(obj: dict[str, Any]) -> str | None:
     return None
 
 
-def parse_line(raw: str | None, max_line_bytes: int = 65536) -> ParsedEvent | Rejection:
-    """Validate one landing line; return the typed event or the first problem found."""
+def parse_line(raw: str | bytes | None, max_line_bytes: int = 65536) -> ParsedEvent | Rejection:
+    """Validate one landing line; return the typed event or the first problem found.
+
+    ``raw`` is the line's text, or its bytes as landed (then a line that is not valid UTF-8
+    is rejected with ``invalid_utf8``)."""
     result = _parse(raw, max_line_bytes)
     if isinstance(result, str):
         return Rejection(result)

@@ -324,8 +324,8 @@ def test_reason_code_helper() -> None:
 
 
 def test_non_string_input_is_a_type_error() -> None:
-    with pytest.raises(TypeError):
-        parse_line(b"{}")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="str, bytes or None"):
+        parse_line(42)  # type: ignore[arg-type]
 
 
 # --- parse_frame -------------------------------------------------------------------------
