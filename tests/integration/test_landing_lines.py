@@ -1,0 +1,135 @@
+"""Every landed line is exactly one bronze row, judged the way ``lakecep.events`` judges it
+(issue 20): real Spark for bronze, real bronze + silver streams for the reconciliation."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from landing_files import BOM, EVENT, expected_bronze, landing_file
+
+from jobs import bronze, silver
+from jobs.status import count_landed_lines, lake_status
+from jobs.tables import LakeTable
+from lakecep.events import parse_line
+
+pytestmark = pytest.mark.spark
+
+MAX_LINE_BYTES = 65536
+
+
+def read_landing(spark, landing: Path):  # noqa: ANN001, ANN201
+    """The landing folder as the bronze stream sees it, read as a batch."""
+    return (spark.read.format("text").option("wholetext", "true").load(str(landing))
+            .selectExpr("value", "_metadata.file_path AS file_path"))
+
+
+@settings(max_examples=6, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(landing_file(max_lines=12), min_size=1, max_size=12))
+def test_bronze_rows_are_the_landed_lines_with_their_status(
+    spark, tmp_path_factory: pytest.TempPathFactory, files: list  # noqa: ANN001
+) -> None:
+    """Differential, class-wide: arbitrary byte files (blank lines anywhere, \\r\\n, lone \\r,
+    no final newline, NUL, invalid UTF-8, BOM, lines up to 1 MB) -> one Spark job for the
+    whole batch -> bronze rows = the lines by construction, each with the status that
+    ``parse_line`` gives its bytes; silver's parse step quarantines exactly the rows bronze
+    did not pass, with the same reason."""
+    landing = tmp_path_factory.mktemp("landing")
+    for n, file in enumerate(files):
+        (landing / f"f{n:02d}.jsonl").write_bytes(file.data)
+
+    rows = bronze.bronze_frame(read_landing(spark, landing), MAX_LINE_BYTES).toPandas()
+
+    expected = sum(len(f.lines) for f in files)
+    assert len(rows) == expected == count_landed_lines(landing)
+    rows["name"] = [Path(p).name for p in rows["source_file"]]
+    for n, file in enumerate(files):
+        got = rows[rows["name"] == f"f{n:02d}.jsonl"].sort_values("line_no")
+        assert got["line_no"].tolist() == list(range(1, len(file.lines) + 1))
+        for line, row in zip(file.lines, got.itertuples(), strict=True):
+            want = expected_bronze(line, MAX_LINE_BYTES)
+            assert (row.raw, row.byte_length, row.parse_status, row.parse_error) == want, (
+                n, row.line_no, line[:200])
+
+    # silver's mapInPandas function, on exactly these bronze rows (no Spark needed).
+    frame = rows.drop(columns="name").reset_index(drop=True)
+    (parsed,) = silver.parse_batches(MAX_LINE_BYTES)(iter([frame]))
+    lines = [line for f in files for line in f.lines]
+    order = {(Path(p).name, k): i for i, (p, k) in enumerate(
+        (f"f{n:02d}.jsonl", k + 1) for n, f in enumerate(files) for k in range(len(f.lines)))}
+    for row in parsed.itertuples():
+        result = parse_line(lines[order[(Path(row.source_file).name, row.line_no)]],
+                            MAX_LINE_BYTES)
+        assert row.reason == getattr(result, "reason", None)
+        assert row.ok == (row.reason is None)
+
+
+def event(n: int, **overrides: object) -> str:
+    record = {"event_id": f"ev-{n}", "object_id": f"tag-{n % 3}", "event_type": "read",
+              "source_id": "A", "event_time": f"2026-01-01T0{n % 10}:00:00Z", **overrides}
+    return json.dumps(record)
+
+
+def test_status_strict_passes_on_blank_whitespace_and_garbage_lines(
+    spark, settings, tmp_path: Path  # noqa: ANN001
+) -> None:
+    """The real bronze and silver streams over a landing with the lines of issue 20:
+    ``lakecep status --strict`` (``lake_status(...).ok``) passes, reason by reason."""
+    local = dataclasses.replace(settings, home=tmp_path)
+    local.landing.mkdir(parents=True)
+    files = {
+        # regression (issue 20): a file ending in a blank line lost its last line
+        "a-blank-end.jsonl": (event(1) + "\n\n").encode(),
+        "b-whitespace.jsonl": "\n".join(
+            ["\t", "\r", "\x0c", "\u3000", " ", event(2), ""]).encode(),
+        "c-garbage.jsonl": "\n".join(
+            [event(3) + " x", event(4) + " // note", event(5) + event(6), event(7) + ",",
+             '{"a":1,"a":2}', event(8)]).encode(),
+        "d-crlf-bom.jsonl": BOM + (event(9) + "\r\n" + event(1) + "\r\n\r\n").encode(),
+        "e-bytes.jsonl": event(10).encode().replace(b"ev-10", b"ev-\xff") + b"\n"
+        + EVENT.replace(b"tag-1", b"tag\x001") + b"\n\xe2\x82",
+        "f-empty.jsonl": b"",
+    }
+    for name, data in files.items():
+        (local.landing / name).write_bytes(data)
+
+    bronze.run(spark, local)
+    silver.run(spark, local)
+
+    def table(name: str) -> pd.DataFrame:
+        frame = LakeTable(spark, local, name).read().toPandas()
+        frame["name"] = [Path(p).name for p in frame["source_file"]]
+        return frame
+
+    rows = table("bronze.events")
+    got = {(r.name, r.line_no): r.parse_status for r in rows.itertuples()}
+    assert got[("a-blank-end.jsonl", 2)] == "empty_line"
+    assert {k: v for k, v in got.items() if k[0] == "a-blank-end.jsonl"} == {
+        ("a-blank-end.jsonl", 1): "ok", ("a-blank-end.jsonl", 2): "empty_line"}
+    assert [got[("b-whitespace.jsonl", k)] for k in range(1, 7)] == ["empty_line"] * 5 + ["ok"]
+    assert [got[("c-garbage.jsonl", k)] for k in range(1, 7)] == ["malformed_json"] * 5 + ["ok"]
+    assert [got[("d-crlf-bom.jsonl", k)] for k in range(1, 4)] == ["ok", "ok", "empty_line"]
+    assert [got[("e-bytes.jsonl", k)] for k in range(1, 4)] == [
+        "invalid_utf8", "malformed_json", "invalid_utf8"]
+    assert len(rows) == sum(len(data.split(b"\n")) - data.endswith(b"\n")
+                            for data in files.values() if data) == 20
+
+    quarantine = table("silver.quarantine")
+    reasons = {(r.name, r.line_no): r.reason for r in quarantine.itertuples()}
+    offset = files["e-bytes.jsonl"].index(b"\xff")
+    assert reasons[("e-bytes.jsonl", 1)] == (
+        f"invalid_utf8: 0xFF at byte offset {offset} is not UTF-8")
+    assert reasons[("c-garbage.jsonl", 5)] == "malformed_json: duplicate key 'a'"
+    assert {r.name for r in table("silver.duplicates").itertuples()} == {"d-crlf-bom.jsonl"}
+
+    status = lake_status(spark, local)
+    assert status.ok, str(status)
+    assert status.counts["landing (lines)"] == 20
+    (check,) = [c for c in status.checks if c.name.startswith("bronze status")]
+    assert "empty_line 7 = 7" in check.detail and "invalid_utf8 2 = 2" in check.detail
