@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from landing_files import BOM, EVENT, expected_bronze, landing_file
+from landing_files import BOM, EVENT, build, expected_bronze, landing_file
 
 from jobs import bronze, silver
 from jobs.status import count_landed_lines, lake_status
@@ -32,6 +32,14 @@ def read_landing(spark, landing: Path):  # noqa: ANN001, ANN201
 @settings(max_examples=6, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(landing_file(max_lines=12), min_size=1, max_size=12))
+@example([  # every kind named in issue 20, whatever hypothesis draws
+    build([EVENT, b""], bom=False, final_newline=True),  # '...}\n\n' (the lost line)
+    build([b"", b"\t", EVENT + b"\r", b"\r", b"a\rb", b""], bom=True, final_newline=False),
+    build([b"\xff" * (1 << 20), EVENT + b" x", b"\x00"], bom=False, final_newline=False),
+    build([b" " * (1 << 20), EVENT + EVENT, "\u3000".encode()], bom=True, final_newline=True),
+    build([], bom=False, final_newline=False),
+    build([], bom=True, final_newline=False),
+])
 def test_bronze_rows_are_the_landed_lines_with_their_status(
     spark, tmp_path_factory: pytest.TempPathFactory, files: list  # noqa: ANN001
 ) -> None:
