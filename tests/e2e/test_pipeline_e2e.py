@@ -70,6 +70,7 @@ def test_nothing_lost_and_gold_equals_ground_truth(pipeline_run: dict, spark) ->
     status = lake_status(spark, settings)
     names = {check.name for check in status.checks}
     assert {"landed = bronze", "bronze = silver + duplicates + quarantine",
+            "bronze status = silver outcome, reason by reason",
             "silver/duplicates/quarantine = generator's counts",
             "gold rfid_abc = ground truth", "gold rfid_transit = ground truth"} <= names
     assert status.ok, str(status)
