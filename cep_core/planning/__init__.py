@@ -1,0 +1,58 @@
+"""Plan-based event acquisition (seed 003: Akdere, Cetintemel, Tatbul, VLDB 2008).
+
+Read the rare event types first and pull the frequent ones only over the intervals where a
+match is still possible. See ``docs/acquisition.md`` for the semantics and the formulas."""
+
+from .model import (
+    AcquisitionPlan,
+    And,
+    Distribution,
+    Event,
+    Histogram,
+    Item,
+    LatencyModel,
+    NodeModel,
+    Not,
+    Option,
+    Or,
+    Pattern,
+    PlanningError,
+    Poisson,
+    Requirement,
+    Seq,
+    Statistics,
+    and_,
+    expected_measure,
+    not_,
+    occurrence_rate,
+    or_,
+    primitive_types,
+    seq,
+    validate,
+)
+from .pareto import KEEP_STRATEGIES, dominates, keep, pareto
+from .planners import (
+    METHODS,
+    Planner,
+    backward,
+    brute_force,
+    choose,
+    dp,
+    forward,
+    frequency_order,
+    heuristic,
+    ordered_partitions,
+    plan,
+    pull_everything,
+    step_options,
+)
+
+__all__ = [
+    "KEEP_STRATEGIES", "METHODS", "AcquisitionPlan", "And", "Distribution", "Event",
+    "Histogram", "Item", "LatencyModel", "NodeModel", "Not", "Option", "Or", "Pattern",
+    "Planner", "PlanningError", "Poisson", "Requirement", "Seq", "Statistics", "and_",
+    "backward", "brute_force", "choose", "dominates", "dp", "expected_measure", "forward",
+    "frequency_order", "heuristic", "keep", "not_", "occurrence_rate", "or_",
+    "ordered_partitions", "pareto", "plan", "primitive_types", "pull_everything", "seq",
+    "step_options", "validate",
+]
