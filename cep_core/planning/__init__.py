@@ -3,6 +3,7 @@
 Read the rare event types first and pull the frequent ones only over the intervals where a
 match is still possible. See ``docs/acquisition.md`` for the semantics and the formulas."""
 
+from .loads import acquire, count_in, intersect, live_plan, merge, step_loads
 from .model import (
     AcquisitionPlan,
     And,
@@ -46,6 +47,7 @@ from .planners import (
     pull_everything,
     step_options,
 )
+from .sharing import SharedPlan, common_subexpressions, plan_shared, shared_cost, union_measure
 
 __all__ = [
     "KEEP_STRATEGIES", "METHODS", "AcquisitionPlan", "And", "Distribution", "Event",
@@ -54,5 +56,7 @@ __all__ = [
     "backward", "brute_force", "choose", "dominates", "dp", "expected_measure", "forward",
     "frequency_order", "heuristic", "keep", "not_", "occurrence_rate", "or_",
     "ordered_partitions", "pareto", "plan", "primitive_types", "pull_everything", "seq",
-    "step_options", "validate",
+    "step_options", "validate", "acquire", "count_in", "intersect", "live_plan", "merge",
+    "step_loads", "SharedPlan", "common_subexpressions", "plan_shared", "shared_cost",
+    "union_measure",
 ]

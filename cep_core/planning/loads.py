@@ -37,19 +37,33 @@ def merge(intervals: Sequence[tuple[float, float]]) -> Intervals:
     return out
 
 
+def _balls(times: Floats, lo: float, hi: float, horizon: float) -> Intervals:
+    """``merge([e - hi, e - lo] clipped to [0, H] for e in times)``, vectorised."""
+    if len(times) == 0:
+        return []
+    ts = np.sort(times)
+    starts = np.maximum(ts - hi, 0.0)
+    ends = np.minimum(ts - lo, horizon)
+    reach = np.maximum.accumulate(ends)
+    new = np.ones(len(ts), dtype=bool)
+    new[1:] = starts[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(ts) - 1)
+    return list(zip(starts[first].tolist(), reach[last].tolist(), strict=True))
+
+
 def intersect(a: Intervals, b: Intervals) -> Intervals:
-    """Intersection of two sorted, disjoint interval lists."""
-    out: Intervals = []
-    i = j = 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if lo <= hi:
-            out.append((lo, hi))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return out
+    """Intersection of two sorted, disjoint lists of closed intervals (a sweep over their
+    ends: where both cover a point)."""
+    if not a or not b:
+        return []
+    pos = np.array([x for iv in (a, b) for lo, hi in iv for x in (lo, hi)])
+    delta = np.tile([1, -1], len(a) + len(b))
+    order = np.lexsort((-delta, pos))  # at equal times a start before an end (closed)
+    depth = np.cumsum(delta[order])
+    p = pos[order]
+    opens = np.flatnonzero(depth == 2)
+    return [(float(p[i]), float(p[i + 1])) for i in opens]
 
 
 def length(intervals: Intervals) -> float:
@@ -109,8 +123,7 @@ def region(pattern: And | Seq, target: _Sub, earlier: Sequence[tuple[_Sub, Float
     out: Intervals = [(0.0, float(horizon))]
     for sub, times in earlier:
         lo, hi = _window(pattern, sub, target)
-        balls = merge([(max(float(e) - hi, 0.0), min(float(e) - lo, horizon)) for e in times])
-        out = intersect(out, balls)
+        out = intersect(out, _balls(np.asarray(times, dtype=np.float64), lo, hi, horizon))
         if not out:
             break
     return out

@@ -7,8 +7,8 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from .model import (
     AcquisitionPlan,
@@ -178,8 +178,9 @@ def brute_force(model: NodeModel) -> list[AcquisitionPlan]:
     """The pareto set over all ordered set partitions (single-option items only)."""
     if any(len(i.options) != 1 for i in model.items):
         raise PlanningError("brute force is for items with one option each")
-    plans = [model.make_plan(steps) for steps in ordered_partitions(model.n)]
-    return pareto(plans, _pl)
+    scored = [(*model.evaluate(steps), steps) for steps in ordered_partitions(model.n)]
+    best = pareto(scored, lambda x: (x[0], x[1]))
+    return [model.make_plan(steps) for _, _, steps in best]
 
 
 # ----------------------------------------------------------------------------- heuristics
@@ -367,7 +368,8 @@ def choose(plans: Sequence[AcquisitionPlan], bound: float | None = None) -> Acqu
 class Planner:
     """Hierarchical planning of a pattern tree: each node is planned bottom-up and hands a
     (k-limited) pareto set of plans to its parent, which uses them as the options of that
-    sub-event; the root's set is returned (pick one with :func:`choose`)."""
+    sub-event; the root's set is returned (pick one with :func:`choose`). ``pinned`` fixes
+    the plan of complex sub-patterns by label (shared sub-expressions use one plan)."""
 
     stats: Statistics
     latency: LatencyModel = LatencyModel()
@@ -376,6 +378,7 @@ class Planner:
     strategy: str = "cost"
     bound: float | None = None
     seed: int = 0
+    pinned: Mapping[str, AcquisitionPlan] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -408,7 +411,8 @@ class Planner:
             d = self.stats.of(p.type)
             return Item(p.type, position, d, (Option(d.rate, self.latency.of(p.type)),))
         scale = self.stats.horizon * self.stats.keys
-        opts = tuple(Option(q.cost / scale, q.latency, q) for q in self._plans(p))
+        found = [self.pinned[str(p)]] if str(p) in self.pinned else self._plans(p)
+        opts = tuple(Option(q.cost / scale, q.latency, q) for q in found)
         return Item(str(p), position, self.rate(p), opts)
 
     def node_model(self, p: And | Seq) -> NodeModel:
