@@ -63,12 +63,14 @@ def common_subexpressions(queries: Mapping[str, Pattern]) -> dict[str, tuple[str
 @dataclass(frozen=True)
 class SharedPlan:
     """Plans for a set of queries: ``separate_cost`` when every query reads on its own,
-    ``shared_cost`` with each shared sub-event read once over the union of its regions."""
+    ``shared_cost`` with each shared sub-event read once over the union of its regions;
+    ``savings`` per shared sub-event."""
 
     plans: dict[str, AcquisitionPlan]
     shared: dict[str, tuple[str, ...]]
     separate_cost: float
     shared_cost: float
+    savings: dict[str, float]
 
     @property
     def saving(self) -> float:
@@ -132,7 +134,7 @@ def shared_cost(queries: Mapping[str, Pattern], plans: Mapping[str, AcquisitionP
     planner = Planner(stats, latency or LatencyModel())
     shared = common_subexpressions(queries)
     separate = sum(p.cost for p in plans.values())
-    saving = 0.0
+    savings: dict[str, float] = {}
     h = stats.horizon
     for label, users in shared.items():
         unit = None
@@ -150,8 +152,8 @@ def shared_cost(queries: Mapping[str, Pattern], plans: Mapping[str, AcquisitionP
             unit = only.cost / (h * stats.keys)
         regions = [_region_requirements(planner, queries[q], plans[q], label) for q in users]
         each = sum(h if r is None else _intersection([r], h) for r in regions)
-        saving += stats.keys * unit * (each - union_measure(regions, h))
-    return SharedPlan(dict(plans), shared, separate, separate - saving)
+        savings[label] = stats.keys * unit * (each - union_measure(regions, h))
+    return SharedPlan(dict(plans), shared, separate, separate - sum(savings.values()), savings)
 
 
 def plan_shared(queries: Mapping[str, Pattern], stats: Statistics,
