@@ -406,6 +406,7 @@ class NodeModel:
         self._cache: dict[tuple[int, int], float] = {}
         self._neg_cache: float | None = None
         self._step_cache: dict[tuple[int, int], float] = {}
+        self._lat_cache: dict[int, float] = {}
 
     def _product(self, name: str, mask: int) -> Floats:
         key = (name, mask)
@@ -484,6 +485,15 @@ class NodeModel:
         return total * self.stats.keys
 
     def step_latency(self, step: int, choice: Mapping[int, Option] | None = None) -> float:
+        if choice is None:
+            hit = self._lat_cache.get(step)
+            if hit is None:
+                hit = self._step_latency(step, None)
+                self._lat_cache[step] = hit
+            return hit
+        return self._step_latency(step, choice)
+
+    def _step_latency(self, step: int, choice: Mapping[int, Option] | None) -> float:
         return max((choice[k] if choice is not None else self.items[k].options[0]).latency
                    for k in range(self.n) if step >> k & 1)
 

@@ -182,3 +182,17 @@ def test_histogram_statistics():
 def test_clear_errors(build, message):
     with pytest.raises(PlanningError, match=message):
         build()
+
+
+@pytest.mark.parametrize("rate", [0.001, 0.1, 2.0, 30.0])
+def test_quadrature_equals_the_closed_form_with_edges(rate):
+    """and(A, B; w), B after A: (H - 2w)(1 - e^{-2 w r}) + 2 (w - e^{-r w}(1 - e^{-r w}) / r);
+    seq: (H - w)(1 - e^{-w r}) + (w - (1 - e^{-r w}) / r)."""
+    h, w = 100.0, 4.0
+    stats = Statistics.poisson({"A": rate, "B": 1.0}, h)
+    m_and = Planner(stats).node_model(and_("A", "B", window=w)).measure(1, 1)
+    m_seq = Planner(stats).node_model(seq("A", "B", window=w)).measure(1, 1)
+    e = math.exp(-rate * w)
+    assert m_and == pytest.approx((h - 2 * w) * (1 - e * e) + 2 * (w - e * (1 - e) / rate),
+                                  rel=1e-6)
+    assert m_seq == pytest.approx((h - w) * (1 - e) + (w - (1 - e) / rate), rel=1e-6)
