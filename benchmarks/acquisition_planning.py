@@ -254,9 +254,11 @@ def plot(result: dict[str, Any], path: Path) -> None:
     a.legend(fontsize=8)
     a = ax[1][0]
     q = result["quality"]
-    for name in ("merged", "forward", "backward", "frequency_order"):
+    for name, label in (("merged", "heuristics merged"), ("forward", "forward"),
+                        ("backward", "backward"),
+                        ("frequency_order", "frequency order (no bound; 70 % over it)")):
         xs = np.sort([x for x in q["ratios"][name] if np.isfinite(x)])
-        a.plot(xs, np.arange(1, len(xs) + 1) / len(q["ratios"][name]), label=name)
+        a.plot(xs, np.arange(1, len(xs) + 1) / len(q["ratios"][name]), label=label)
     a.axvline(1.1, ls=":", color="C3")
     a.axhline(0.9, ls=":", color="grey")
     a.set_xscale("log")
@@ -282,7 +284,12 @@ def plot(result: dict[str, Any], path: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--replot", action="store_true", help="redraw the PNG from the JSON")
     args = ap.parse_args()
+    if args.replot:
+        plot(json.loads((RESULTS / "acquisition_planning.json").read_text()),
+             RESULTS / "acquisition_planning.png")
+        return
     q = args.quick
     started = time.perf_counter()
     result: dict[str, Any] = {"machine": machine(), "load_average": os.getloadavg()}
