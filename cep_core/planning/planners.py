@@ -379,6 +379,8 @@ class Planner:
     bound: float | None = None
     seed: int = 0
     pinned: Mapping[str, AcquisitionPlan] = field(default_factory=dict)
+    _memo: dict[str, list[AcquisitionPlan]] = field(default_factory=dict, init=False,
+                                                     repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -422,6 +424,12 @@ class Planner:
                          self.stats, str(p))
 
     def _plans(self, p: Pattern) -> list[AcquisitionPlan]:
+        key = str(p)
+        if key not in self._memo:
+            self._memo[key] = self._plan_node(p)
+        return self._memo[key]
+
+    def _plan_node(self, p: Pattern) -> list[AcquisitionPlan]:
         rng = random.Random(self.seed)
         if isinstance(p, Event):
             d = self.stats.of(p.type)

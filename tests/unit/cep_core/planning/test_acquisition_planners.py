@@ -181,3 +181,14 @@ def test_flat_hierarchy_equals_the_flat_dp_and_heuristics_methods_run():
     assert front(plan(pattern, stats)) == front(dp(Planner(stats).node_model(pattern)))
     for method in ("heuristic", "forward", "backward"):
         assert plan(pattern, stats, method=method, bound=3)
+
+
+@pytest.mark.parametrize("method", ["dp", "heuristic", "forward", "backward"])
+def test_nested_patterns_plan_with_every_method_within_the_bound(method):
+    stats = Statistics.poisson({"A": 0.01, "B": 2.0, "C": 0.05, "D": 4.0, "X": 0.3}, 1000.0)
+    nested = seq(and_("A", "B", window=5), "!X", or_("C", "D"), window=20)
+    plans = plan(nested, stats, LatencyModel(1.0), method=method, bound=4)
+    best = choose(plans, 4)
+    assert best.latency <= 4 and best.steps[-1] == ("!X",)
+    optimum = choose(plan(nested, stats, LatencyModel(1.0), bound=4), 4)
+    assert best.cost >= optimum.cost - 1e-9
