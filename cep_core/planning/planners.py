@@ -221,6 +221,24 @@ def _moves_later(state: _State) -> Iterator[_State]:
                     yield tuple(new), opt
 
 
+def _moves_split(model: NodeModel, state: _State) -> Iterator[_State]:
+    """Split a step in two: one sub-event alone first and the rest after it, or the rarest
+    sub-events first and the more frequent rest after them (moving several sub-events later
+    at once, which single moves cannot do within a tight latency bound)."""
+    steps, opt = state
+    for j, s in enumerate(steps):
+        bits = [b for b in range(s.bit_length()) if s >> b & 1]
+        if len(bits) < 2:
+            continue
+        for b in bits:
+            yield (*steps[:j], 1 << b, s & ~(1 << b), *steps[j + 1:]), opt
+        ordered = sorted(bits, key=lambda b: (model.items[b].dist.rate, b))
+        first = 0
+        for b in ordered[:-1]:
+            first |= 1 << b
+            yield (*steps[:j], first, s & ~first, *steps[j + 1:]), opt
+
+
 def _moves_earlier(state: _State) -> Iterator[_State]:
     steps, opt = state
     for j in range(1, len(steps)):
@@ -258,7 +276,8 @@ def _best_option(item: Item, by_latency: bool) -> int:
 
 def forward(model: NodeModel, bound: float | None = None) -> list[AcquisitionPlan]:
     """Forward stepwise: from the one-step plan with every sub-event's fastest option, move a
-    sub-event to a later step (or a new one) or pick a cheaper option of a complex
+    sub-event to a later step (or a new one), split a step (one sub-event or the rarest ones
+    first, the rest in a new step after them) or pick a cheaper option of a complex
     sub-event, always the move with the best cost saving per added latency, while the
     latency bound holds; returns every plan visited."""
     fastest = tuple(_best_option(i, by_latency=True) for i in model.items)
@@ -268,7 +287,8 @@ def forward(model: NodeModel, bound: float | None = None) -> list[AcquisitionPla
     visited = [state]
     while True:
         best: tuple[float, float, _State, float, float] | None = None
-        for cand in itertools.chain(_moves_later(state), _option_moves(model, state, True)):
+        for cand in itertools.chain(_moves_later(state), _moves_split(model, state),
+                                    _option_moves(model, state, True)):
             if cand in seen:
                 continue
             c, la = _evaluate(model, cand)
