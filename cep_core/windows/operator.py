@@ -289,8 +289,8 @@ class WindowOperator:
 
     def advance(self, watermark: int) -> list[WindowRow]:
         """Move the watermark; rows of newly closed windows and of corrections, in order."""
-        if self.watermark is not None and watermark <= self.watermark:
-            return []
+        if self.watermark is not None and watermark < self.watermark:
+            watermark = self.watermark     # watermarks are monotone: a smaller one is ignored
         self.watermark = watermark
         rows: list[WindowRow] = []
         for key, ks in self.keys.items():

@@ -138,6 +138,9 @@ class Sampler:
                 ks.hi += 1
         if rebuild:
             self._rebuild(ks)
+        if not ks.order and not ks.reported:
+            self.retired_ops += ks.ops()
+            del self.keys[key]
         return True
 
     @staticmethod
@@ -175,14 +178,17 @@ class Sampler:
             idle = all(ks.hi == 0 and not ks.reported for ks in self.keys.values())
             if idle:   # nothing to report until the earliest held event enters a window
                 if not self.keys:
-                    if self.sample_time is not None and self.sample_time + self.period <= \
-                            watermark:
-                        self.sample_time = self._grid_after(watermark - self.period)
-                    break
-                earliest = min(ks.order[0][0] for ks in self.keys.values())
-                t_next = self._grid_after(earliest)
+                    t_next = watermark + 1
+                else:
+                    t_next = self._grid_after(min(ks.order[0][0] for ks in self.keys.values()))
                 if self.sample_time is not None:
                     t_next = max(t_next, self.sample_time + self.period)
+                if t_next > watermark:
+                    # every sample time <= watermark is empty for every key: passed silently
+                    last = self._grid_after(watermark - self.period)
+                    if self.sample_time is not None and last > self.sample_time:
+                        self.sample_time = last
+                    break
             else:
                 assert self.sample_time is not None
                 t_next = self.sample_time + self.period
