@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
-from .aggregates import FIFO_AGGREGATES, ORDER_SENSITIVE, Aggregate, check_aggregates
+from .aggregates import AGGREGATES, FIFO_AGGREGATES, ORDER_SENSITIVE, Aggregate, check_aggregates
 from .events import (
     Delete,
     Delta,
@@ -35,7 +35,7 @@ from .events import (
 class _SKey:
     """Per key: events from the window start on, ``order[:hi]`` is the window."""
 
-    __slots__ = ("order", "values", "hi", "aggs", "reported")
+    __slots__ = ("order", "values", "hi", "aggs", "reported", "heap")
 
     def __init__(self, names: tuple[str, ...]) -> None:
         self.order: list[tuple[int, int]] = []                  # (time, seq), sorted
@@ -43,6 +43,7 @@ class _SKey:
         self.hi = 0
         self.aggs: dict[str, Aggregate] = {n: FIFO_AGGREGATES[n]() for n in names}
         self.reported = False
+        self.heap = False     # min/max as lazy heaps (after an out-of-order change)
 
     def ops(self) -> int:
         return sum(a.ops for a in self.aggs.values())
@@ -100,7 +101,8 @@ class Sampler:
         ks = self.keys.get(key)
         if ks is None:
             ks = self.keys[key] = _SKey(self.aggregates)
-        rebuild = False
+        rebuild = False    # a non-FIFO change hit the monotone deques: switch to heaps
+        exact = ks.heap    # order-sensitive aggregates take any change
         held = self._held(ks, old) if old is not None else None
         if new is not None and new.seq in ks.values and (held is None or held.seq != new.seq):
             raise WindowStateError(f"insert of key {new.key!r} seq {new.seq}: already held")
@@ -109,18 +111,18 @@ class Sampler:
         if both:
             assert held is not None and new is not None
             for n, a in ks.aggs.items():
-                if n not in ORDER_SENSITIVE:
+                if exact or n not in ORDER_SENSITIVE:
                     a.replace(held.value, new.value)
-            rebuild = True
+            rebuild = not exact
         if held is not None:
             i = bisect.bisect_left(ks.order, (held.time, held.seq))
             if i < ks.hi:
                 fifo = i == 0
                 if not both:
                     for n, a in ks.aggs.items():
-                        if n not in ORDER_SENSITIVE or fifo:
+                        if exact or fifo or n not in ORDER_SENSITIVE:
                             a.delete(held.value)
-                rebuild = rebuild or not fifo
+                rebuild = rebuild or not (fifo or exact)
                 ks.hi -= 1
             del ks.order[i]
             del ks.values[held.seq]
@@ -132,12 +134,12 @@ class Sampler:
                 fifo = i == ks.hi
                 if not both:
                     for n, a in ks.aggs.items():
-                        if n not in ORDER_SENSITIVE or fifo:
+                        if exact or fifo or n not in ORDER_SENSITIVE:
                             a.insert(new.value)
-                rebuild = rebuild or not fifo
+                rebuild = rebuild or not (fifo or exact)
                 ks.hi += 1
         if rebuild:
-            self._rebuild(ks)
+            self._to_heaps(ks)
         if not ks.order and not ks.reported:
             self.retired_ops += ks.ops()
             del self.keys[key]
@@ -153,15 +155,28 @@ class Sampler:
                                    f"the held event is at time {held[0]}")
         return Event(e.key, held[0], e.seq, held[1])
 
-    def _rebuild(self, ks: _SKey) -> None:
-        """Rebuild the monotone deques from the window's events (after a non-FIFO change)."""
+    def _to_heaps(self, ks: _SKey) -> None:
+        """After a non-FIFO change (late event inside the window, delete or replace of an
+        event that is not the oldest): min/max of this key become lazy heaps, built once
+        from the window's events (counted in ``ops``); back to deques when the window is
+        empty."""
         self.rebuilds += 1
+        ks.heap = True
         window = [ks.values[seq][1] for _, seq in ks.order[:ks.hi]]
         for n in ORDER_SENSITIVE.intersection(ks.aggs):
-            a = ks.aggs[n]
-            a.reset()
+            a = AGGREGATES[n]()
+            a.ops = ks.aggs[n].ops
             for v in window:
                 a.insert(v)
+            ks.aggs[n] = a
+
+    @staticmethod
+    def _to_deques(ks: _SKey) -> None:
+        ks.heap = False
+        for n in ORDER_SENSITIVE.intersection(ks.aggs):
+            a = FIFO_AGGREGATES[n]()
+            a.ops = ks.aggs[n].ops
+            ks.aggs[n] = a
 
     # -- sampling ------------------------------------------------------------------------
     def _grid_after(self, t: int) -> int:
@@ -221,6 +236,8 @@ class Sampler:
                 rows.extend(WindowRow(key, start, t, start, name, ks.aggs[name].value(), n, t, 0)
                             for name in self.aggregates)
             ks.reported = n > 0
+            if n == 0 and ks.heap:
+                self._to_deques(ks)
             if not order:
                 self.retired_ops += ks.ops()
                 del self.keys[key]
@@ -240,7 +257,7 @@ class Sampler:
             "retired_ops": self.retired_ops,
             "keys": [[key, {"order": [list(p) for p in ks.order],
                             "values": [[s, t, v] for s, (t, v) in ks.values.items()],
-                            "hi": ks.hi, "reported": ks.reported,
+                            "hi": ks.hi, "reported": ks.reported, "heap": ks.heap,
                             "aggs": {n: a.to_state() for n, a in ks.aggs.items()}}]
                      for key, ks in self.keys.items()],
         }
@@ -255,7 +272,8 @@ class Sampler:
             ks = _SKey(s.aggregates)
             ks.order = [(t, q) for t, q in kst["order"]]
             ks.values = {q: (t, v) for q, t, v in kst["values"]}
-            ks.hi, ks.reported = kst["hi"], kst["reported"]
-            ks.aggs = {n: FIFO_AGGREGATES[n].from_state(kst["aggs"][n]) for n in s.aggregates}
+            ks.hi, ks.reported, ks.heap = kst["hi"], kst["reported"], kst["heap"]
+            kinds = AGGREGATES if ks.heap else FIFO_AGGREGATES
+            ks.aggs = {n: kinds[n].from_state(kst["aggs"][n]) for n in s.aggregates}
             s.keys[key] = ks
         return s

@@ -291,3 +291,20 @@ def test_window_errors_are_clear() -> None:
         CountWindows(2, 3)
     op.advance(20)
     assert op.apply(Insert(Event("k", 5, 9, 1.0))) is False and op.dropped == 1
+
+
+def test_window_sampler_switches_min_max_to_heaps_on_disorder_and_back() -> None:
+    s = Sampler(10, 5, ("min", "max"))
+    for seq, t in enumerate([1, 2, 3]):
+        s.apply(Insert(Event("k", t, seq, float(t))))
+    s.advance(5)                                        # window [-5, 5): 1, 2, 3
+    assert s.keys["k"].heap is False and s.rebuilds == 0
+    s.apply(Insert(Event("k", 0, 9, 7.0)))             # late, lands before 1: not FIFO
+    assert s.keys["k"].heap is True and s.rebuilds == 1
+    s.apply(Delete(Event("k", 2, 1, 2.0)))             # a delete in the middle
+    rows = {r.aggregate: r.value for r in s.advance(10)}   # window [0, 10): 0, 1, 3
+    assert rows == {"min": 1.0, "max": 7.0}
+    s.apply(Insert(Event("k", 40, 10, -1.0)))
+    s.advance(25)                                       # the window [15, 25) is empty
+    assert s.keys["k"].heap is False                    # back to the monotone deques
+    assert {r.aggregate: r.value for r in s.advance(45)} == {"min": -1.0, "max": -1.0}
