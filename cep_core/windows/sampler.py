@@ -1,0 +1,279 @@
+"""The sampled sliding window: aggregates of ``[T - size, T)`` per key at every sample time.
+
+The paper's event window with an entry and an exit pointer: an event costs one insert when
+it enters the window and one delete when it leaves (monotone deques for min/max), whatever
+the sampling period (docs/windows.md, "Sampling outputs").
+
+>>> s = Sampler(size=10, period=5, aggregates=("count", "avg", "max"))
+>>> for seq, (t, v) in enumerate([(1, 2.0), (6, 4.0), (7, None), (12, 6.0)]):
+...     _ = s.apply(Insert(Event("s", t, seq, v)))
+>>> [(r.emitted_at, r.aggregate, r.value, r.count) for r in s.advance(15)]
+... # doctest: +NORMALIZE_WHITESPACE
+[(5, 'count', 1.0, 1), (5, 'avg', 2.0, 1), (5, 'max', 2.0, 1),
+ (10, 'count', 2.0, 3), (10, 'avg', 3.0, 3), (10, 'max', 4.0, 3),
+ (15, 'count', 2.0, 3), (15, 'avg', 5.0, 3), (15, 'max', 6.0, 3)]
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+from .aggregates import AGGREGATES, FIFO_AGGREGATES, ORDER_SENSITIVE, Aggregate, check_aggregates
+from .events import (
+    Delete,
+    Delta,
+    Event,
+    Insert,
+    Key,
+    WindowRow,
+    WindowStateError,
+    delta_key,
+)
+
+
+class _SKey:
+    """Per key: events from the window start on, ``order[:hi]`` is the window."""
+
+    __slots__ = ("order", "values", "hi", "aggs", "reported", "heap")
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.order: list[tuple[int, int]] = []                  # (time, seq), sorted
+        self.values: dict[int, tuple[int, float | None]] = {}   # seq -> (time, value)
+        self.hi = 0
+        self.aggs: dict[str, Aggregate] = {n: FIFO_AGGREGATES[n]() for n in names}
+        self.reported = False
+        self.heap = False     # min/max as lazy heaps (after an out-of-order change)
+
+    def ops(self) -> int:
+        return sum(a.ops for a in self.aggs.values())
+
+
+class Sampler:
+    """Per key, the aggregates of ``[T - size, T)`` at ``T = offset + k * period``."""
+
+    def __init__(self, size: int, period: int,
+                 aggregates: tuple[str, ...] | list[str] = ("count", "sum", "avg", "var",
+                                                            "min", "max"),
+                 offset: int = 0) -> None:
+        if size <= 0 or period <= 0:
+            raise ValueError(f"sampler size and period must be > 0, got {size}, {period}")
+        self.size = size
+        self.period = period
+        self.offset = offset
+        self.aggregates = check_aggregates(aggregates)
+        self.sample_time: int | None = None    # the last sample time
+        self.watermark: int | None = None
+        self.ignored = 0
+        self.rebuilds = 0
+        self.retired_ops = 0
+        self.keys: dict[Key, _SKey] = {}
+
+    @property
+    def ops(self) -> int:
+        """Elementary aggregate updates so far."""
+        return self.retired_ops + sum(k.ops() for k in self.keys.values())
+
+    def _old(self, t: int) -> bool:
+        """True when no future sample window can contain time ``t``."""
+        return self.sample_time is not None and t < self.sample_time - self.size
+
+    def _in_window(self, t: int) -> bool:
+        return self.sample_time is not None and t < self.sample_time
+
+    # -- deltas --------------------------------------------------------------------------
+    def apply(self, delta: Delta) -> bool:
+        """Apply one delta event; False (and ``ignored`` + 1) when it is before the window."""
+        if isinstance(delta, Insert):
+            old, new = None, delta.event
+        elif isinstance(delta, Delete):
+            old, new = delta.event, None
+        else:
+            old, new = delta.old, delta.new
+        if old is not None and self._old(old.time):
+            old = None
+        if new is not None and self._old(new.time):
+            new = None
+        if old is None and new is None:
+            self.ignored += 1
+            return False
+        key = delta_key(delta)
+        ks = self.keys.get(key)
+        if ks is None:
+            ks = self.keys[key] = _SKey(self.aggregates)
+        rebuild = False    # a non-FIFO change hit the monotone deques: switch to heaps
+        exact = ks.heap    # order-sensitive aggregates take any change
+        held = self._held(ks, old) if old is not None else None
+        if new is not None and new.seq in ks.values and (held is None or held.seq != new.seq):
+            raise WindowStateError(f"insert of key {new.key!r} seq {new.seq}: already held")
+        both = (held is not None and new is not None and self._in_window(held.time)
+                and self._in_window(new.time))
+        if both:
+            assert held is not None and new is not None
+            for n, a in ks.aggs.items():
+                if exact or n not in ORDER_SENSITIVE:
+                    a.replace(held.value, new.value)
+            rebuild = not exact
+        if held is not None:
+            i = bisect.bisect_left(ks.order, (held.time, held.seq))
+            if i < ks.hi:
+                fifo = i == 0
+                if not both:
+                    for n, a in ks.aggs.items():
+                        if exact or fifo or n not in ORDER_SENSITIVE:
+                            a.delete(held.value)
+                rebuild = rebuild or not (fifo or exact)
+                ks.hi -= 1
+            del ks.order[i]
+            del ks.values[held.seq]
+        if new is not None:
+            i = bisect.bisect_left(ks.order, (new.time, new.seq))
+            ks.order.insert(i, (new.time, new.seq))
+            ks.values[new.seq] = (new.time, new.value)
+            if self._in_window(new.time):
+                fifo = i == ks.hi
+                if not both:
+                    for n, a in ks.aggs.items():
+                        if exact or fifo or n not in ORDER_SENSITIVE:
+                            a.insert(new.value)
+                rebuild = rebuild or not (fifo or exact)
+                ks.hi += 1
+        if rebuild:
+            self._to_heaps(ks)
+        if not ks.order and not ks.reported:
+            self.retired_ops += ks.ops()
+            del self.keys[key]
+        return True
+
+    @staticmethod
+    def _held(ks: _SKey, e: Event) -> Event:
+        held = ks.values.get(e.seq)
+        if held is None:
+            raise WindowStateError(f"delete of key {e.key!r} seq {e.seq}: no such event held")
+        if held[0] != e.time:
+            raise WindowStateError(f"delete of key {e.key!r} seq {e.seq} at time {e.time}: "
+                                   f"the held event is at time {held[0]}")
+        return Event(e.key, held[0], e.seq, held[1])
+
+    def _to_heaps(self, ks: _SKey) -> None:
+        """After a non-FIFO change (late event inside the window, delete or replace of an
+        event that is not the oldest): min/max of this key become lazy heaps, built once
+        from the window's events (counted in ``ops``); back to deques when the window is
+        empty."""
+        self.rebuilds += 1
+        ks.heap = True
+        window = [ks.values[seq][1] for _, seq in ks.order[:ks.hi]]
+        for n in ORDER_SENSITIVE.intersection(ks.aggs):
+            a = AGGREGATES[n]()
+            a.ops = ks.aggs[n].ops
+            for v in window:
+                a.insert(v)
+            ks.aggs[n] = a
+
+    @staticmethod
+    def _to_deques(ks: _SKey) -> None:
+        ks.heap = False
+        for n in ORDER_SENSITIVE.intersection(ks.aggs):
+            a = FIFO_AGGREGATES[n]()
+            a.ops = ks.aggs[n].ops
+            ks.aggs[n] = a
+
+    # -- sampling ------------------------------------------------------------------------
+    def _grid_after(self, t: int) -> int:
+        """The first sample time strictly after ``t``."""
+        return self.offset + ((t - self.offset) // self.period + 1) * self.period
+
+    def advance(self, watermark: int) -> list[WindowRow]:
+        """Sample every ``T <= watermark`` not yet sampled; their rows, in time order."""
+        if self.watermark is not None and watermark <= self.watermark:
+            return []
+        self.watermark = watermark
+        rows: list[WindowRow] = []
+        while True:
+            idle = all(ks.hi == 0 and not ks.reported for ks in self.keys.values())
+            if idle:   # nothing to report until the earliest held event enters a window
+                if not self.keys:
+                    t_next = watermark + 1
+                else:
+                    t_next = self._grid_after(min(ks.order[0][0] for ks in self.keys.values()))
+                if self.sample_time is not None:
+                    t_next = max(t_next, self.sample_time + self.period)
+                if t_next > watermark:
+                    # every sample time <= watermark is empty for every key: passed silently
+                    last = self._grid_after(watermark - self.period)
+                    if self.sample_time is not None and last > self.sample_time:
+                        self.sample_time = last
+                    break
+            else:
+                assert self.sample_time is not None
+                t_next = self.sample_time + self.period
+            if t_next > watermark:
+                break
+            self._sample(t_next, rows)
+        return rows
+
+    def _sample(self, t: int, rows: list[WindowRow]) -> None:
+        self.sample_time = t
+        start = t - self.size
+        for key in list(self.keys):
+            ks = self.keys[key]
+            order = ks.order
+            lo = bisect.bisect_left(order, (start,))
+            hi = bisect.bisect_left(order, (t,))
+            for _, seq in order[:min(lo, ks.hi)]:          # leave, oldest first
+                v = ks.values[seq][1]
+                for a in ks.aggs.values():
+                    a.delete(v)
+            for _, seq in order[max(ks.hi, lo):hi]:        # enter, in (time, seq) order
+                v = ks.values[seq][1]
+                for a in ks.aggs.values():
+                    a.insert(v)
+            for _, seq in order[:lo]:
+                del ks.values[seq]
+            del order[:lo]
+            ks.hi = n = hi - lo
+            if n or ks.reported:
+                rows.extend(WindowRow(key, start, t, start, name, ks.aggs[name].value(), n, t, 0)
+                            for name in self.aggregates)
+            ks.reported = n > 0
+            if n == 0 and ks.heap:
+                self._to_deques(ks)
+            if not order:
+                self.retired_ops += ks.ops()
+                del self.keys[key]
+
+    def current(self) -> dict[Key, tuple[int, dict[str, float | None]]]:
+        """Per key: (events in the window, aggregate values) at the last sample time."""
+        return {key: (ks.hi, {n: ks.aggs[n].value() for n in self.aggregates})
+                for key, ks in self.keys.items()}
+
+    # -- state ---------------------------------------------------------------------------
+    def to_state(self) -> dict[str, Any]:
+        """The whole sampler as plain JSON-safe data."""
+        return {
+            "size": self.size, "period": self.period, "offset": self.offset,
+            "aggregates": list(self.aggregates), "sample_time": self.sample_time,
+            "watermark": self.watermark, "ignored": self.ignored, "rebuilds": self.rebuilds,
+            "retired_ops": self.retired_ops,
+            "keys": [[key, {"order": [list(p) for p in ks.order],
+                            "values": [[s, t, v] for s, (t, v) in ks.values.items()],
+                            "hi": ks.hi, "reported": ks.reported, "heap": ks.heap,
+                            "aggs": {n: a.to_state() for n, a in ks.aggs.items()}}]
+                     for key, ks in self.keys.items()],
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Sampler:
+        s = cls(state["size"], state["period"], tuple(state["aggregates"]), state["offset"])
+        s.sample_time, s.watermark, s.ignored, s.rebuilds, s.retired_ops = (
+            state["sample_time"], state["watermark"], state["ignored"], state["rebuilds"],
+            state["retired_ops"])
+        for key, kst in state["keys"]:
+            ks = _SKey(s.aggregates)
+            ks.order = [(t, q) for t, q in kst["order"]]
+            ks.values = {q: (t, v) for q, t, v in kst["values"]}
+            ks.hi, ks.reported, ks.heap = kst["hi"], kst["reported"], kst["heap"]
+            kinds = AGGREGATES if ks.heap else FIFO_AGGREGATES
+            ks.aggs = {n: kinds[n].from_state(kst["aggs"][n]) for n in s.aggregates}
+            s.keys[key] = ks
+        return s

@@ -1,0 +1,310 @@
+"""Window operator and sampler = full recomputation on random delta streams.
+
+Streams mix inserts, deletes, replaces (moving events between windows), late and
+out-of-order events, NULL and NaN values, watermark advances and JSON state round trips.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from window_oracle import NAMES, close, expect, values
+
+from cep_core.windows import (
+    CountWindows,
+    Delete,
+    Event,
+    Insert,
+    Replace,
+    Sampler,
+    TimeWindows,
+    WindowOperator,
+    WindowRow,
+    WindowStateError,
+)
+
+Op = tuple[Any, ...]
+
+ops = st.lists(st.one_of(
+    st.tuples(st.just("ins"), st.sampled_from(["a", "b"]), st.integers(-25, 30), values),
+    st.tuples(st.just("ins"), st.sampled_from(["a", "b"]), st.integers(-25, 30), values),
+    st.tuples(st.just("del"), st.integers(0, 10**6)),
+    st.tuples(st.just("rep"), st.integers(0, 10**6), st.integers(-25, 30), values,
+              st.booleans()),
+    st.tuples(st.just("adv"), st.integers(0, 12)),
+    st.tuples(st.just("rt"))), max_size=70)
+
+
+class Stream:
+    """Turns generated ops into delta events against a reference multiset."""
+
+    def __init__(self) -> None:
+        self.held: dict[tuple[str, int], Event] = {}
+        self.wm = 0
+        self.seq = 0
+
+    def delta(self, op: Op) -> Insert | Delete | Replace | None:
+        if op[0] == "ins":
+            self.seq += 1
+            return Insert(Event(op[1], self.wm + op[2], self.seq, op[3]))
+        if not self.held:
+            return None
+        old = sorted(self.held.values(), key=lambda e: (str(e.key), e.seq))[
+            op[1] % len(self.held)]
+        if op[0] == "del":
+            return Delete(old)
+        if op[4]:
+            new_seq = old.seq
+        else:
+            self.seq += 1
+            new_seq = self.seq
+        return Replace(old, Event(old.key, self.wm + op[2], new_seq, op[3]))
+
+    def accept(self, d: Insert | Delete | Replace) -> None:
+        if isinstance(d, Insert):
+            self.held[(str(d.event.key), d.event.seq)] = d.event
+        elif isinstance(d, Delete):
+            del self.held[(str(d.event.key), d.event.seq)]
+        else:
+            del self.held[(str(d.old.key), d.old.seq)]
+            self.held[(str(d.new.key), d.new.seq)] = d.new
+
+    def by_key(self) -> dict[str, list[Event]]:
+        out: dict[str, list[Event]] = {}
+        for e in sorted(self.held.values(), key=lambda e: (e.time, e.seq)):
+            out.setdefault(str(e.key), []).append(e)
+        return out
+
+
+def _latest(latest: dict[tuple[str, int], dict[str, Any]], rows: list[WindowRow]) -> None:
+    for r in rows:
+        slot = latest.setdefault((str(r.key), r.window_id), {"revision": -1})
+        assert r.revision >= slot["revision"]
+        if r.revision > slot["revision"]:
+            slot.clear()
+            slot.update(revision=r.revision, start=r.window_start, end=r.window_end,
+                        count=r.count, values={})
+        slot["values"][r.aggregate] = r.value
+
+
+def _expected_windows(op: WindowOperator, s: Stream) -> dict[tuple[str, int], dict[str, Any]]:
+    """Every existing window of the reference multiset: (key, id) -> start, end, events."""
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for key, events in s.by_key().items():
+        if isinstance(op.windows, TimeWindows):
+            for e in events:
+                for start in op.windows.starts(e.time):
+                    w = out.setdefault((key, start), {"start": start,
+                                                      "end": start + op.windows.size,
+                                                      "events": []})
+                    w["events"].append(e)
+        else:
+            size, slide = op.windows.size, op.windows.slide
+            k = 0
+            while k * slide + size <= len(events):
+                evs = events[k * slide:k * slide + size]
+                out[(key, k * slide)] = {"start": evs[0].time, "end": evs[-1].time + 1,
+                                         "events": evs}
+                k += 1
+    return out
+
+
+def _check_operator(op: WindowOperator, s: Stream,
+                    latest: dict[tuple[str, int], dict[str, Any]]) -> None:
+    expected = _expected_windows(op, s)
+    wm = op.watermark
+    assert wm is not None
+    # every closed window's latest emitted row = recomputation from the current multiset
+    for wid, w in expected.items():
+        closed = (w["end"] <= wm if isinstance(op.windows, TimeWindows) else w["end"] - 1 < wm)
+        if not closed:
+            continue
+        got = latest.get(wid)
+        assert got is not None, ("closed window never emitted", wid, w)
+        assert (got["start"], got["end"], got["count"]) == (w["start"], w["end"],
+                                                            len(w["events"])), (wid, got, w)
+        raw = [e.value for e in w["events"]]
+        for name in op.aggregates:
+            assert close(got["values"][name], expect(name, raw)), (wid, name, got, raw)
+    # an emitted window that no longer exists was retracted
+    for wid, got in latest.items():
+        if wid not in expected:
+            assert got["count"] == 0, ("stale window not retracted", wid, got)
+    # the operator's held windows are exactly those not yet purged, with current values
+    horizon = op.horizon
+    current: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in op.current():
+        current.setdefault((str(r.key), r.window_id), {"count": r.count, "values": {}})[
+            "values"][r.aggregate] = r.value
+    for wid, w in expected.items():
+        last_time = w["events"][-1].time
+        if last_time >= horizon:
+            assert wid in current, ("live window missing", wid)
+        if wid in current:
+            raw = [e.value for e in w["events"]]
+            assert current[wid]["count"] == len(raw)
+            for name, v in current[wid]["values"].items():
+                assert close(v, expect(name, raw)), (wid, name, v, raw)
+
+
+SPECS = [TimeWindows(10, 10), TimeWindows(10, 3), TimeWindows(7, 2, offset=1),
+         TimeWindows(4, 6), CountWindows(3, 3), CountWindows(4, 1), CountWindows(5, 2)]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=repr)
+@pytest.mark.parametrize("lateness", [0, 8])
+@settings(max_examples=120, deadline=None)
+@given(stream_ops=ops)
+def test_window_operator_equals_recomputation(spec: TimeWindows | CountWindows,
+                                              lateness: int, stream_ops: list[Op]) -> None:
+    op = WindowOperator(spec, NAMES, allowed_lateness=lateness)
+    s = Stream()
+    latest: dict[tuple[str, int], dict[str, Any]] = {}
+    for o in [*stream_ops, ("adv", 10_000)]:
+        if o[0] == "rt":
+            op = WindowOperator.from_state(json.loads(json.dumps(op.to_state())))
+            continue
+        if o[0] == "adv":
+            s.wm += o[1]
+            _latest(latest, op.advance(s.wm))
+            if op.watermark is not None:
+                _check_operator(op, s, latest)
+            continue
+        d = s.delta(o)
+        if d is None:
+            continue
+        times = (d.old.time, d.new.time) if isinstance(d, Replace) else (d.event.time,)
+        accepted = op.apply(d)
+        assert accepted == (min(times) >= op.horizon)
+        if accepted:
+            s.accept(d)
+    if isinstance(spec, TimeWindows):   # far past every event: everything final and purged
+        assert op.keys == {}
+    else:                               # only the incomplete count windows at the end remain
+        assert all(len(ks.windows) <= spec.size // spec.slide for ks in op.keys.values())
+
+
+def _grid_after(t: int, period: int, offset: int) -> int:
+    return offset + ((t - offset) // period + 1) * period
+
+
+@pytest.mark.parametrize("size,period,offset", [(10, 1, 0), (10, 3, 1), (6, 6, 0), (4, 7, 2)])
+@settings(max_examples=150, deadline=None)
+@given(stream_ops=ops)
+def test_window_sampler_equals_recomputation(size: int, period: int, offset: int,
+                                             stream_ops: list[Op]) -> None:
+    sampler = Sampler(size, period, NAMES, offset=offset)
+    s = Stream()
+    last_t: int | None = None
+    reported: dict[str, bool] = {}
+    for o in [*stream_ops, ("adv", 40)]:
+        if o[0] == "rt":
+            sampler = Sampler.from_state(json.loads(json.dumps(sampler.to_state())))
+            continue
+        if o[0] == "adv":
+            s.wm += o[1]
+            if o[1] == 0:
+                continue
+            rows = sampler.advance(s.wm)
+            got: dict[tuple[int, str], dict[str, Any]] = {}
+            for r in rows:
+                assert r.window_end == r.emitted_at and r.window_start == r.emitted_at - size
+                slot = got.setdefault((r.emitted_at, str(r.key)), {"count": r.count})
+                slot[r.aggregate] = r.value
+            want: dict[tuple[int, str], dict[str, Any]] = {}
+            by_key = s.by_key()
+            if last_t is None and s.held:
+                t = _grid_after(min(e.time for e in s.held.values()), period, offset)
+            elif last_t is not None:
+                t = last_t + period
+            else:
+                t = s.wm + 1
+            while t <= s.wm:
+                last_t = t
+                for key in sorted(set(by_key) | set(reported)):
+                    raw = [e.value for e in by_key.get(key, []) if t - size <= e.time < t]
+                    if raw or reported.get(key):
+                        want[(t, key)] = {"count": len(raw),
+                                          **{n: expect(n, raw) for n in NAMES}}
+                    reported[key] = bool(raw)
+                t += period
+            assert got.keys() == want.keys(), (sorted(got), sorted(want))
+            for k, w in want.items():
+                assert got[k]["count"] == w["count"], (k, got[k], w)
+                for n in NAMES:
+                    assert close(got[k][n], w[n]), (k, n, got[k][n], w[n])
+            continue
+        d = s.delta(o)
+        if d is None:
+            continue
+        sampler.apply(d)
+        s.accept(d)
+
+
+def test_window_round_trip_mid_stream_continues_identically() -> None:
+    def feed(op: WindowOperator, sampler: Sampler, lo: int, hi: int) -> list[WindowRow]:
+        rows: list[WindowRow] = []
+        for i in range(lo, hi):
+            e = Event(f"s{i % 3}", i * 7 - (i % 5) * 9, i, float(i % 11) if i % 13 else None)
+            for target in (op, sampler):
+                target.apply(Insert(e))
+            if i % 4 == 0 and i > 8:
+                old = Event(f"s{(i - 8) % 3}", (i - 8) * 7 - ((i - 8) % 5) * 9, i - 8,
+                            float((i - 8) % 11) if (i - 8) % 13 else None)
+                new = Event(old.key, old.time + 15, old.seq, 2.5)
+                for target in (op, sampler):
+                    target.apply(Replace(old, new))
+            if i % 10 == 9:
+                rows += op.advance(i * 7 - 20) + sampler.advance(i * 7 - 20)
+        return rows
+
+    a_op = WindowOperator(TimeWindows(60, 20), allowed_lateness=30)
+    a_sampler = Sampler(60, 10)
+    straight = feed(a_op, a_sampler, 0, 200)
+    b_op = WindowOperator(TimeWindows(60, 20), allowed_lateness=30)
+    b_sampler = Sampler(60, 10)
+    first = feed(b_op, b_sampler, 0, 100)
+    b_op = WindowOperator.from_state(json.loads(json.dumps(b_op.to_state())))
+    b_sampler = Sampler.from_state(json.loads(json.dumps(b_sampler.to_state())))
+    assert first + feed(b_op, b_sampler, 100, 200) == straight
+    assert len(straight) > 100 and b_op.ops == a_op.ops and b_sampler.ops == a_sampler.ops
+
+
+def test_window_errors_are_clear() -> None:
+    op = WindowOperator(TimeWindows(10, 5))
+    op.apply(Insert(Event("k", 1, 1, 1.0)))
+    with pytest.raises(WindowStateError, match="already held"):
+        op.apply(Insert(Event("k", 2, 1, 1.0)))
+    with pytest.raises(WindowStateError, match="no such event"):
+        op.apply(Delete(Event("k", 2, 2, 1.0)))
+    with pytest.raises(WindowStateError, match="held event is at time 1"):
+        op.apply(Delete(Event("k", 3, 1, 1.0)))
+    with pytest.raises(ValueError, match="keeps the key"):
+        Replace(Event("k", 1, 1, 1.0), Event("j", 1, 1, 1.0))
+    with pytest.raises(ValueError, match="unknown window aggregate"):
+        Sampler(10, 1, ("median",))
+    with pytest.raises(ValueError, match="slide <= size"):
+        CountWindows(2, 3)
+    op.advance(20)
+    assert op.apply(Insert(Event("k", 5, 9, 1.0))) is False and op.dropped == 1
+
+
+def test_window_sampler_switches_min_max_to_heaps_on_disorder_and_back() -> None:
+    s = Sampler(10, 5, ("min", "max"))
+    for seq, t in enumerate([1, 2, 3]):
+        s.apply(Insert(Event("k", t, seq, float(t))))
+    s.advance(5)                                        # window [-5, 5): 1, 2, 3
+    assert s.keys["k"].heap is False and s.rebuilds == 0
+    s.apply(Insert(Event("k", 0, 9, 7.0)))             # late, lands before 1: not FIFO
+    assert s.keys["k"].heap is True and s.rebuilds == 1
+    s.apply(Delete(Event("k", 2, 1, 2.0)))             # a delete in the middle
+    rows = {r.aggregate: r.value for r in s.advance(10)}   # window [0, 10): 0, 1, 3
+    assert rows == {"min": 1.0, "max": 7.0}
+    s.apply(Insert(Event("k", 40, 10, -1.0)))
+    s.advance(25)                                       # the window [15, 25) is empty
+    assert s.keys["k"].heap is False                    # back to the monotone deques
+    assert {r.aggregate: r.value for r in s.advance(45)} == {"min": -1.0, "max": -1.0}
