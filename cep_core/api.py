@@ -32,7 +32,7 @@ from .expressions import (
     walk,
 )
 from .extensions import check_extensions
-from .matcher import Conditions, Matcher, RawMatch, SkipPolicy, Window
+from .matcher import Conditions, Matcher, RawMatch, SkipPolicy, Window, position_only
 from .parser import parse
 from .vectorized import evaluate_condition
 
@@ -418,7 +418,7 @@ class _Bound:
                 starts = np.logical_or.reduce([mk for mk in masks if mk is not None])
         matcher = Matcher(q.program, Conditions(local, self.dependent), self.skip, window,
                           report_unmatched=m.rows_per_match == "ALL UNMATCHED", starts=starts,
-                          selection=m.selection)
+                          selection=m.selection, memo=position_only(m.defines))
         matcher.emit_timeouts = m.emit_timeouts
         return matcher, st
 

@@ -19,6 +19,7 @@ Row pattern semantics (SQL:2016, as Trino and Oracle document them):
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import operator
 import re
@@ -39,6 +40,7 @@ NAVIGATION = {"PREV", "NEXT", "FIRST", "LAST"}
 AGGREGATES = {"COUNT", "SUM", "AVG", "MIN", "MAX"}
 SPECIAL = {"CLASSIFIER", "MATCH_NUMBER"}
 _INTERVAL_SECONDS = {"SECOND": 1, "MINUTE": 60, "HOUR": 3600, "DAY": 86400}
+_STATE_SERIAL = itertools.count(1)
 
 
 class MatchState:
@@ -61,8 +63,11 @@ class MatchState:
         self.open = False
         self.touched_end = False
         # Bumped whenever rows/labels are replaced or shortened: aggregates cache their
-        # running state per epoch, since within one epoch the match only grows.
-        self.epoch = 0
+        # running state per epoch, since within one epoch the match only grows. Compiled
+        # expressions outlive a state (an incremental matcher makes one per feed), so each
+        # state starts its epochs in a range of its own: a cache never takes a new state's
+        # epoch for an old one.
+        self.epoch = next(_STATE_SERIAL) << 48
 
 
 def interval_value(lit: ast.IntervalLiteral) -> pd.Timedelta:
