@@ -256,6 +256,16 @@ def _substr(s: Any, start: Any, *length: Any) -> Any:
     return text[begin:begin + count]
 
 
+def _double(fn: Callable[..., Any], *args: Any) -> float:
+    """``fn`` in IEEE double arithmetic, as Trino's SQRT and POWER: NaN (which counts as
+    NULL) for a negative base with a fractional exponent or a negative square root, +-inf
+    on overflow -- never a complex number, an exception or a huge exact integer."""
+    if not all(isinstance(a, int | float) for a in args):
+        raise TypeError(f"needs numbers, got {', '.join(type(a).__name__ for a in args)}")
+    with np.errstate(all="ignore"):
+        return float(fn(*(np.float64(a) for a in args)))
+
+
 SCALAR_FUNCTIONS: dict[str, tuple[int, int, Callable[..., Any]]] = {
     # name: (min args, max args, implementation)
     "ABS": (1, 1, _strict(abs)),
@@ -263,8 +273,8 @@ SCALAR_FUNCTIONS: dict[str, tuple[int, int, Callable[..., Any]]] = {
     "FLOOR": (1, 1, _strict(math.floor)),
     "CEIL": (1, 1, _strict(math.ceil)),
     "CEILING": (1, 1, _strict(math.ceil)),
-    "SQRT": (1, 1, _strict(math.sqrt)),
-    "POWER": (2, 2, _strict(lambda a, b: a ** b)),
+    "SQRT": (1, 1, _strict(lambda a: _double(np.sqrt, a))),
+    "POWER": (2, 2, _strict(lambda a, b: _double(np.power, a, b))),
     "MOD": (2, 2, _strict(_modulo)),
     "LOWER": (1, 1, _strict(lambda s: str(s).lower())),
     "UPPER": (1, 1, _strict(lambda s: str(s).upper())),
