@@ -32,7 +32,16 @@ from .expressions import (
     walk,
 )
 from .extensions import check_extensions
-from .matcher import Conditions, Matcher, RawMatch, SkipPolicy, Window
+from .matcher import (
+    Conditions,
+    Matcher,
+    RawMatch,
+    SkipPolicy,
+    Window,
+    check_boolean_conditions,
+    frame_column_kind,
+    position_only,
+)
 from .parser import parse
 from .vectorized import evaluate_condition
 
@@ -201,6 +210,7 @@ class CompiledQuery:
         # Compile every expression against a schema that accepts any column, so that
         # unknown variables, functions and misuse of FINAL are reported before any data.
         self._compile_expressions(_AnyColumns())
+        check_boolean_conditions(m)
 
     def _compile_expressions(self, columns: Sequence[str]) -> tuple[
             list[list[ast.Expr]], list[Fn | None], list[Fn]]:
@@ -241,6 +251,12 @@ class CompiledQuery:
             except QueryError as err:
                 raise err.with_query(self.text) from None
             self._bound[columns] = bound
+        if self.uncertain_plan is None:  # bare boolean columns must hold booleans
+            try:
+                check_boolean_conditions(self.match, frame_column_kind(
+                    df, Scope(columns, self._sets, "DEFINE").column))
+            except QueryError as err:
+                raise err.with_query(self.text) from None
         return bound
 
     # ------------------------------------------------------------------ running
@@ -418,7 +434,7 @@ class _Bound:
                 starts = np.logical_or.reduce([mk for mk in masks if mk is not None])
         matcher = Matcher(q.program, Conditions(local, self.dependent), self.skip, window,
                           report_unmatched=m.rows_per_match == "ALL UNMATCHED", starts=starts,
-                          selection=m.selection)
+                          selection=m.selection, memo=position_only(m.defines))
         matcher.emit_timeouts = m.emit_timeouts
         return matcher, st
 

@@ -19,6 +19,7 @@ Row pattern semantics (SQL:2016, as Trino and Oracle document them):
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import operator
 import re
@@ -39,6 +40,7 @@ NAVIGATION = {"PREV", "NEXT", "FIRST", "LAST"}
 AGGREGATES = {"COUNT", "SUM", "AVG", "MIN", "MAX"}
 SPECIAL = {"CLASSIFIER", "MATCH_NUMBER"}
 _INTERVAL_SECONDS = {"SECOND": 1, "MINUTE": 60, "HOUR": 3600, "DAY": 86400}
+_STATE_SERIAL = itertools.count(1)
 
 
 class MatchState:
@@ -61,8 +63,11 @@ class MatchState:
         self.open = False
         self.touched_end = False
         # Bumped whenever rows/labels are replaced or shortened: aggregates cache their
-        # running state per epoch, since within one epoch the match only grows.
-        self.epoch = 0
+        # running state per epoch, since within one epoch the match only grows. Compiled
+        # expressions outlive a state (an incremental matcher makes one per feed), so each
+        # state starts its epochs in a range of its own: a cache never takes a new state's
+        # epoch for an old one.
+        self.epoch = next(_STATE_SERIAL) << 48
 
 
 def interval_value(lit: ast.IntervalLiteral) -> pd.Timedelta:
@@ -251,6 +256,16 @@ def _substr(s: Any, start: Any, *length: Any) -> Any:
     return text[begin:begin + count]
 
 
+def _double(fn: Callable[..., Any], *args: Any) -> float:
+    """``fn`` in IEEE double arithmetic, as Trino's SQRT and POWER: NaN (which counts as
+    NULL) for a negative base with a fractional exponent or a negative square root, +-inf
+    on overflow -- never a complex number, an exception or a huge exact integer."""
+    if not all(isinstance(a, int | float) for a in args):
+        raise TypeError(f"needs numbers, got {', '.join(type(a).__name__ for a in args)}")
+    with np.errstate(all="ignore"):
+        return float(fn(*(np.float64(a) for a in args)))
+
+
 SCALAR_FUNCTIONS: dict[str, tuple[int, int, Callable[..., Any]]] = {
     # name: (min args, max args, implementation)
     "ABS": (1, 1, _strict(abs)),
@@ -258,8 +273,8 @@ SCALAR_FUNCTIONS: dict[str, tuple[int, int, Callable[..., Any]]] = {
     "FLOOR": (1, 1, _strict(math.floor)),
     "CEIL": (1, 1, _strict(math.ceil)),
     "CEILING": (1, 1, _strict(math.ceil)),
-    "SQRT": (1, 1, _strict(math.sqrt)),
-    "POWER": (2, 2, _strict(lambda a, b: a ** b)),
+    "SQRT": (1, 1, _strict(lambda a: _double(np.sqrt, a))),
+    "POWER": (2, 2, _strict(lambda a, b: _double(np.power, a, b))),
     "MOD": (2, 2, _strict(_modulo)),
     "LOWER": (1, 1, _strict(lambda s: str(s).lower())),
     "UPPER": (1, 1, _strict(lambda s: str(s).upper())),

@@ -20,15 +20,21 @@ backtrack and live in :mod:`cep_core.consumption`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from . import ast
 from . import patterns as P
 from .errors import QueryError
-from .expressions import Fn, MatchState
+from .expressions import AGGREGATES, SPECIAL, Fn, MatchState, walk
+
+# Memoisation of failed (instruction, row) states: a byte per state while the table of a
+# partition stays this small, else a set of at most _MEMO_SET entries (then emptied).
+_MEMO_BYTES = 1 << 26
+_MEMO_SET = 1 << 20
 
 
 @dataclass
@@ -95,10 +101,22 @@ class Window:
 class Matcher:
     def __init__(self, program: P.Program, conditions: Conditions, skip: SkipPolicy,
                  window: Window | None, report_unmatched: bool = False,
-                 starts: np.ndarray | None = None, selection: str = "STRICT"):
+                 starts: np.ndarray | None = None, selection: str = "STRICT",
+                 memo: bool = False):
         """``starts``, if given, marks the rows where a match can start at all (the pattern
         cannot match empty, and this row passes the row-local condition of some variable
-        that can come first); other rows are skipped without running the program."""
+        that can come first); other rows are skipped without running the program.
+
+        ``memo``: the DEFINE conditions depend only on the row being mapped (see
+        :func:`position_only`), so whether the rest of the program can match from an
+        instruction at a row does not depend on the path that led there. The matcher then
+        remembers the (instruction, row) states it has entered and does not enter one
+        twice: the first visit either led to the match (and the attempt ended) or failed,
+        so a second visit would fail too. Without a WITHIN window (whose limit is measured
+        from the start row) the states stay remembered across the failed attempts of a
+        partition. This bounds an attempt by (program size x rows) instead of the number
+        of paths, which grows exponentially for patterns like ``(A+)+ B`` and as a power
+        of the rows for ``A+ A+ A+ B``."""
         self.starts = starts
         self.selection = selection
         # Incremental matching (see cep_core.streaming): with ``open`` set, more rows may
@@ -116,6 +134,13 @@ class Matcher:
         # window (or the end of the partition) cut off, as (rows, labels, excluded).
         self.emit_timeouts = False
         self.timeout: tuple[list[int], list[int], list[bool]] | None = None
+        self.memo = memo and selection == "STRICT"
+        # A state is (instruction, row) unless loop slots or negation guards are involved.
+        self._plain = not program.slots and all(ins[0] != P.NEG for ins in program.code)
+        self._seen: bytearray | set[Any] | None = None
+        self._seen_for: tuple[int, int, int | None, bool] = (-1, -1, None, False)
+        self._seen_from = -1  # the first row of the states remembered in _seen (a bytearray)
+        self._seen_top = -1  # and the last
 
     def partition(self, st: MatchState, lo: int, hi: int) -> list[RawMatch]:
         """All matches in rows ``lo..hi-1``, in order, numbered from 1."""
@@ -186,9 +211,30 @@ class Matcher:
         stack: list[tuple[int, int, int, int, list[int], tuple[int, ...]]] = []
         scanning = self.selection != "STRICT"
         guard: tuple[int, ...] = ()  # negated variables (NOT v) pending before the next row
+        seen = self._memo_start(start, lo, hi) if self.memo and not self.emit_timeouts else None
+        flat = seen if isinstance(seen, bytearray) else None
+        keys = seen if isinstance(seen, set) else None
+        ncode = len(code)
+        plain = self._plain
+        top = start
         while True:
             ins = code[pc]
             op = ins[0]
+            if seen is not None and op <= P.SPLIT:  # LABEL or SPLIT: a state worth keeping
+                if flat is not None:
+                    i = (pos - lo) * ncode + pc
+                    if flat[i]:
+                        op = -1  # entered before: fail here (see __init__)
+                    else:
+                        flat[i] = 1
+                        if pos > top:
+                            top = pos
+                elif keys is not None:
+                    key = (pos - lo) * ncode + pc if plain else (pc, pos, guard, *slots)
+                    if key in keys:
+                        op = -1
+                    else:
+                        keys.add(key)
             if op == P.LABEL and scanning and rows:
                 # Skip-till-next/any-match: look for the next row, from pos on, that the
                 # variable accepts; rows in between are not part of the match.
@@ -301,10 +347,14 @@ class Matcher:
             elif op == P.ACCEPT:
                 if not guard or self._trailing_ok(st, guard, start, pos, hi, local, dependent,
                                                   flags):
+                    if seen is not None:
+                        self._memo_end(top, True)
                     return rows, labels, flags
             # The current path failed: resume the most recent untried alternative.
             # (Also reached from LABEL/anchor/PROGRESS checks that did not pass.)
             if not stack:
+                if seen is not None:
+                    self._memo_end(top, window is not None)
                 return None
             pc, pos, size, excl, slots, guard = stack.pop()
             if size < len(rows):
@@ -371,6 +421,37 @@ class Matcher:
             self._touch(start, hi)
         return True
 
+    def _memo_start(self, start: int, lo: int, hi: int) -> bytearray | set[Any]:
+        """The remembered states for an attempt from ``start`` in rows ``lo..hi-1``."""
+        key = (lo, hi, self.begin, self.open)
+        seen = self._seen
+        if seen is None or self._seen_for != key:
+            size = len(self.program.code) * (hi - lo + 1)
+            seen = bytearray(size) if self._plain and size <= _MEMO_BYTES else set()
+            self._seen, self._seen_for = seen, key
+            self._seen_from = self._seen_top = -1
+        elif isinstance(seen, set) and len(seen) > _MEMO_SET:
+            seen.clear()
+        if isinstance(seen, bytearray) and self._seen_from < 0:
+            self._seen_from = start
+        return seen
+
+    def _memo_end(self, top: int, forget: bool) -> None:
+        """After an attempt: forget its states if it matched (they were not all failures)
+        or if they depended on its start row (``forget``)."""
+        seen = self._seen
+        if isinstance(seen, bytearray):
+            self._seen_top = max(self._seen_top, top)
+            if forget:
+                lo = self._seen_for[0]
+                ncode = len(self.program.code)
+                a = (self._seen_from - lo) * ncode
+                b = (self._seen_top - lo + 1) * ncode
+                seen[a:b] = bytes(b - a)
+                self._seen_from = self._seen_top = -1
+        elif forget and seen is not None:
+            seen.clear()
+
     def _record_timeout(self, rows: list[int], labels: list[int], flags: list[bool]) -> None:
         best = self.timeout
         if best is None or len(rows) > len(best[0]):
@@ -387,3 +468,142 @@ class Matcher:
             if t0 is not None and last is not None and sign * (last - t0) > window.limit:
                 return
         self.touched_end = True
+
+
+def position_only(defines: Sequence[ast.Define]) -> bool:
+    """True if every DEFINE condition depends only on the row being mapped and its physical
+    neighbours (``PREV``/``NEXT`` of the current row), not on the rest of the match: no
+    aggregates, ``FIRST``/``LAST``, ``CLASSIFIER``, ``MATCH_NUMBER`` or references to
+    other variables. The matcher may then memoise failed states (``Matcher(memo=True)``)."""
+    for d in defines:
+        for node in walk(d.condition):
+            if isinstance(node, ast.Star):
+                return False
+            if isinstance(node, ast.Column) and node.var not in (None, d.var):
+                return False
+            if isinstance(node, ast.Call) and (node.name in AGGREGATES or node.name in SPECIAL
+                                               or node.name in ("FIRST", "LAST")):
+                return False
+    return True
+
+
+# --------------------------------------------------------------------- boolean conditions
+# The SQL standard types a DEFINE condition (and every operand of AND, OR, NOT and every
+# searched CASE WHEN) as BOOLEAN and rejects anything else. Checked once for the query
+# (what the text shows: literals, arithmetic, functions, aggregates) and again for each
+# input (a bare column, or navigation / MIN / MAX / COALESCE of one, must hold booleans),
+# so the batch, fast and incremental matchers all refuse the same queries up front instead
+# of each treating non-boolean values in its own way.
+
+_NUMBER_FUNCTIONS = {"ABS", "ROUND", "FLOOR", "CEIL", "CEILING", "SQRT", "POWER", "MOD",
+                     "LENGTH", "COUNT", "SUM", "AVG", "MATCH_NUMBER"}
+_PASS_THROUGH = {"PREV", "NEXT", "FIRST", "LAST", "MIN", "MAX", "COALESCE", "GREATEST",
+                 "LEAST"}
+ColumnKind = Callable[[ast.Column], str | None]
+
+
+def check_boolean_conditions(match: ast.MatchRecognize,
+                             column_kind: ColumnKind | None = None) -> None:
+    """Raise a QueryError (at the offending part) unless every DEFINE condition and every
+    operand of AND / OR / NOT / CASE WHEN in DEFINE and MEASURES is boolean (or NULL).
+    ``column_kind`` gives the kind of a column of the input ('boolean', 'number', ...;
+    None: unknown); without it (no data yet) columns pass."""
+    kind_of = column_kind or (lambda col: None)
+    for d in match.defines:
+        _need_boolean(d.condition, kind_of, f"the DEFINE condition of {d.var}")
+        _check_operands(d.condition, kind_of)
+    for me in match.measures:
+        _check_operands(me.expr, kind_of)
+
+
+def frame_column_kind(df: Any, resolve: Callable[[ast.Column], str]) -> ColumnKind:
+    """``column_kind`` for :func:`check_boolean_conditions` from the dtypes of ``df``
+    (``resolve`` maps a column reference to its name in ``df``)."""
+    import pandas as pd  # type: ignore[import-untyped, unused-ignore]
+
+    def kind(col: ast.Column) -> str | None:
+        series = df[resolve(col)]
+        dtype = series.dtype
+        if pd.api.types.is_bool_dtype(dtype):
+            return "boolean"
+        if isinstance(dtype, pd.CategoricalDtype):
+            series = series.astype(object)
+            dtype = series.dtype
+        if pd.api.types.is_object_dtype(dtype):
+            values = series.dropna()
+            if not len(values):
+                return None
+            if all(isinstance(v, bool | np.bool_) for v in values):
+                return "boolean"
+            return f"{type(values.iloc[0]).__name__} values"
+        return f"type {dtype}"
+
+    return kind
+
+
+def _check_operands(expr: ast.Expr, kind_of: ColumnKind) -> None:
+    for node in walk(expr):
+        if isinstance(node, ast.Binary) and node.op in ("AND", "OR"):
+            _need_boolean(node.left, kind_of, f"an operand of {node.op}")
+            _need_boolean(node.right, kind_of, f"an operand of {node.op}")
+        elif isinstance(node, ast.Unary) and node.op == "NOT":
+            _need_boolean(node.operand, kind_of, "the operand of NOT")
+        elif isinstance(node, ast.Case) and node.operand is None:
+            for cond, _ in node.whens:
+                _need_boolean(cond, kind_of, "a CASE WHEN condition")
+
+
+def _need_boolean(expr: ast.Expr, kind_of: ColumnKind, what: str) -> None:
+    found = _kind(expr, kind_of)
+    if found is not None and found[0] != "boolean":
+        kind, at = found
+        raise QueryError(f"{what} must be boolean, but {kind} is not (SQL does not treat "
+                         "other values as true or false; compare them, e.g. x <> 0)", *at)
+
+
+def _kind(e: ast.Expr, kind_of: ColumnKind) -> tuple[str, ast.Pos] | None:
+    """The kind of value ``e`` has ('boolean' or a description of another kind) and where;
+    None if unknown (NULL, or a column without data)."""
+    pos: ast.Pos = getattr(e, "pos", (1, 1))
+    if isinstance(e, ast.Literal):
+        v = e.value
+        if v is None:
+            return None
+        if isinstance(v, bool):
+            return "boolean", pos
+        return (f"the string {v!r}" if isinstance(v, str) else f"the number {v!r}"), pos
+    if isinstance(e, ast.IntervalLiteral):
+        return "an INTERVAL", pos
+    if isinstance(e, ast.TimestampLiteral):
+        return "a TIMESTAMP", pos
+    if isinstance(e, ast.Column):
+        col = kind_of(e)
+        if col is None or col == "boolean":
+            return None if col is None else ("boolean", pos)
+        return f"column {e.name} ({col})", pos
+    if isinstance(e, ast.Unary):
+        return ("boolean", pos) if e.op == "NOT" else ("a number", pos)
+    if isinstance(e, ast.Binary):
+        if e.op in ("AND", "OR", "=", "<>", "!=", "<", "<=", ">", ">="):
+            return "boolean", pos
+        return ("a string" if e.op == "||" else f"the result of {e.op}"), pos
+    if isinstance(e, ast.IsNull | ast.Between | ast.InList | ast.Like):
+        return "boolean", pos
+    if isinstance(e, ast.Cast):
+        return ("boolean", pos) if e.type_name == "BOOLEAN" else (f"a {e.type_name}", pos)
+    if isinstance(e, ast.Case):
+        branches = [v for _, v in e.whens] + ([] if e.default is None else [e.default])
+        kinds = [k for k in (_kind(b, kind_of) for b in branches) if k is not None]
+        other = next((k for k in kinds if k[0] != "boolean"), None)
+        return other or (kinds[0] if kinds else None)
+    if isinstance(e, ast.Call):
+        if e.name in _PASS_THROUGH:
+            args = e.args[:1] if e.name in ("PREV", "NEXT", "FIRST", "LAST") else e.args
+            kinds = [k for k in (_kind(a, kind_of) for a in args if not isinstance(a, ast.Star))
+                     if k is not None]
+            other = next((k for k in kinds if k[0] != "boolean"), None)
+            return other or (kinds[0] if kinds else None)
+        if e.name in _NUMBER_FUNCTIONS:
+            return f"{e.name}(...) (a number)", pos
+        return f"{e.name}(...) (not a boolean function)", pos
+    return None
