@@ -68,7 +68,7 @@ def bronze_frame(raw_files, max_line_bytes: int):  # noqa: ANN001, ANN201 - Data
 
     ``value`` comes from Spark's ``text`` source with ``wholetext``: it holds the file's
     bytes unchanged (no decoding happens before the cast to binary), so invalid UTF-8, NUL,
-    ``\r`` and a BOM reach ``lakecep.events`` exactly as landed.
+    CR and a BOM reach ``lakecep.events`` exactly as landed.
     """
     from pyspark.sql import functions as F
 

@@ -291,7 +291,7 @@ _Result = str | tuple[Any, ...]
 
 
 def landing_lines(data: bytes) -> list[bytes]:
-    """The lines of one landing file -- THE definition of a landed line.
+    r"""The lines of one landing file -- THE definition of a landed line.
 
     A UTF-8 BOM at the very start of the file is dropped; then every ``\n`` (byte 0x0A) ends
     a line, and bytes after the last ``\n`` form one more line. So an empty file has no
