@@ -308,3 +308,47 @@ def test_window_sampler_switches_min_max_to_heaps_on_disorder_and_back() -> None
     s.advance(25)                                       # the window [15, 25) is empty
     assert s.keys["k"].heap is False                    # back to the monotone deques
     assert {r.aggregate: r.value for r in s.advance(45)} == {"min": -1.0, "max": -1.0}
+
+
+@pytest.mark.parametrize("family", ["operators", "sampler"])
+@settings(max_examples=60, deadline=None)
+@given(stream_ops=ops)
+def test_window_per_key_instances_emit_the_same_rows(family: str, stream_ops: list[Op]) -> None:
+    """A Spark job can keep one operator per key (group state): same rows per key."""
+    def make() -> list[WindowOperator | Sampler]:
+        if family == "sampler":
+            return [Sampler(10, 2, NAMES)]
+        return [WindowOperator(TimeWindows(10, 3), NAMES, allowed_lateness=5),
+                WindowOperator(CountWindows(3, 1), NAMES, allowed_lateness=5)]
+
+    shared = make()
+    per_key = {k: make() for k in ("a", "b")}
+    s = Stream()
+    got: dict[str, list[WindowRow]] = {"a": [], "b": []}
+    want: dict[str, list[WindowRow]] = {"a": [], "b": []}
+    for o in [*stream_ops, ("adv", 100)]:
+        if o[0] == "rt":
+            continue
+        if o[0] == "adv":
+            s.wm += o[1]
+            for i, target in enumerate(shared):
+                for r in target.advance(s.wm):
+                    want[str(r.key)].append(r)
+                for k, inst in per_key.items():
+                    got[k].extend(inst[i].advance(s.wm))
+            continue
+        d = s.delta(o)
+        if d is None:
+            continue
+        key = str(d.old.key if isinstance(d, Replace) else d.event.key)
+        results = [t.apply(d) for t in shared]
+        if family == "operators":
+            assert [t.apply(d) for t in per_key[key]] == results
+            if results[0]:
+                s.accept(d)
+        else:   # the samplers may differ in what they ignore (before every future window)
+            for t in per_key[key]:
+                t.apply(d)
+            s.accept(d)
+    for k in ("a", "b"):
+        assert sorted(got[k], key=repr) == sorted(want[k], key=repr)
