@@ -200,6 +200,7 @@ def test_window_sampler_equals_recomputation(size: int, period: int, offset: int
     sampler = Sampler(size, period, NAMES, offset=offset)
     s = Stream()
     last_t: int | None = None
+    previous_wm: int | None = None
     reported: dict[str, bool] = {}
     for o in [*stream_ops, ("adv", 40)]:
         if o[0] == "rt":
@@ -219,6 +220,8 @@ def test_window_sampler_equals_recomputation(size: int, period: int, offset: int
             by_key = s.by_key()
             if last_t is None and s.held:
                 t = _grid_after(min(e.time for e in s.held.values()), period, offset)
+                if previous_wm is not None:
+                    t = max(t, _grid_after(previous_wm, period, offset))
             elif last_t is not None:
                 t = last_t + period
             else:
@@ -232,6 +235,7 @@ def test_window_sampler_equals_recomputation(size: int, period: int, offset: int
                                           **{n: expect(n, raw) for n in NAMES}}
                     reported[key] = bool(raw)
                 t += period
+            previous_wm = s.wm
             assert got.keys() == want.keys(), (sorted(got), sorted(want))
             for k, w in want.items():
                 assert got[k]["count"] == w["count"], (k, got[k], w)
@@ -352,3 +356,20 @@ def test_window_per_key_instances_emit_the_same_rows(family: str, stream_ops: li
             s.accept(d)
     for k in ("a", "b"):
         assert sorted(got[k], key=repr) == sorted(want[k], key=repr)
+
+
+def test_window_sampler_never_takes_a_passed_sample_time() -> None:
+    s = Sampler(10, 2, ("count",))
+    assert s.advance(0) == []                       # T = 0 passes with no event anywhere
+    s.apply(Insert(Event("a", -1, 1, None)))      # would have been in [-10, 0)
+    assert [(r.emitted_at, r.count) for r in s.advance(4)] == [(2, 1), (4, 1)]
+
+
+def test_window_count_ranks_survive_a_fully_purged_key() -> None:
+    op = WindowOperator(CountWindows(3, 3), ("count",), allowed_lateness=8)
+    for seq in range(3):
+        op.apply(Insert(Event("a", -7, seq, None)))
+    assert [r.window_id for r in op.advance(2)] == [0]    # emitted, then purged (-7 < -6)
+    for seq in range(3, 6):
+        op.apply(Insert(Event("a", 2, seq, 1.0)))
+    assert [(r.window_id, r.value) for r in op.advance(100)] == [(3, 3.0)]
