@@ -354,8 +354,8 @@ class WindowOperator:
                     ks.base += drop
                 for wid in [j for j in ks.windows if j < k]:
                     self.retired_ops += ks.windows.pop(wid).ops()
-            if not ks.values and not ks.windows:
-                del self.keys[key]
+            if not ks.values and not ks.windows and not ks.base:
+                del self.keys[key]   # (count windows keep a purged key's rank offset)
 
     # -- inspection and state ------------------------------------------------------------
     def current(self) -> list[WindowRow]:

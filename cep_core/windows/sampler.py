@@ -185,7 +185,8 @@ class Sampler:
 
     def advance(self, watermark: int) -> list[WindowRow]:
         """Sample every ``T <= watermark`` not yet sampled; their rows, in time order."""
-        if self.watermark is not None and watermark <= self.watermark:
+        previous = self.watermark
+        if previous is not None and watermark <= previous:
             return []
         self.watermark = watermark
         rows: list[WindowRow] = []
@@ -198,6 +199,8 @@ class Sampler:
                     t_next = self._grid_after(min(ks.order[0][0] for ks in self.keys.values()))
                 if self.sample_time is not None:
                     t_next = max(t_next, self.sample_time + self.period)
+                if previous is not None:   # a sample time is only taken when first reached
+                    t_next = max(t_next, self._grid_after(previous))
                 if t_next > watermark:
                     # every sample time <= watermark is empty for every key: passed silently
                     last = self._grid_after(watermark - self.period)

@@ -200,6 +200,7 @@ def test_window_sampler_equals_recomputation(size: int, period: int, offset: int
     sampler = Sampler(size, period, NAMES, offset=offset)
     s = Stream()
     last_t: int | None = None
+    previous_wm: int | None = None
     reported: dict[str, bool] = {}
     for o in [*stream_ops, ("adv", 40)]:
         if o[0] == "rt":
@@ -219,6 +220,8 @@ def test_window_sampler_equals_recomputation(size: int, period: int, offset: int
             by_key = s.by_key()
             if last_t is None and s.held:
                 t = _grid_after(min(e.time for e in s.held.values()), period, offset)
+                if previous_wm is not None:
+                    t = max(t, _grid_after(previous_wm, period, offset))
             elif last_t is not None:
                 t = last_t + period
             else:
@@ -232,6 +235,7 @@ def test_window_sampler_equals_recomputation(size: int, period: int, offset: int
                                           **{n: expect(n, raw) for n in NAMES}}
                     reported[key] = bool(raw)
                 t += period
+            previous_wm = s.wm
             assert got.keys() == want.keys(), (sorted(got), sorted(want))
             for k, w in want.items():
                 assert got[k]["count"] == w["count"], (k, got[k], w)
@@ -308,3 +312,64 @@ def test_window_sampler_switches_min_max_to_heaps_on_disorder_and_back() -> None
     s.advance(25)                                       # the window [15, 25) is empty
     assert s.keys["k"].heap is False                    # back to the monotone deques
     assert {r.aggregate: r.value for r in s.advance(45)} == {"min": -1.0, "max": -1.0}
+
+
+@pytest.mark.parametrize("family", ["operators", "sampler"])
+@settings(max_examples=60, deadline=None)
+@given(stream_ops=ops)
+def test_window_per_key_instances_emit_the_same_rows(family: str, stream_ops: list[Op]) -> None:
+    """A Spark job can keep one operator per key (group state): same rows per key."""
+    def make() -> list[WindowOperator | Sampler]:
+        if family == "sampler":
+            return [Sampler(10, 2, NAMES)]
+        return [WindowOperator(TimeWindows(10, 3), NAMES, allowed_lateness=5),
+                WindowOperator(CountWindows(3, 1), NAMES, allowed_lateness=5)]
+
+    shared = make()
+    per_key = {k: make() for k in ("a", "b")}
+    s = Stream()
+    got: dict[str, list[WindowRow]] = {"a": [], "b": []}
+    want: dict[str, list[WindowRow]] = {"a": [], "b": []}
+    for o in [*stream_ops, ("adv", 100)]:
+        if o[0] == "rt":
+            continue
+        if o[0] == "adv":
+            s.wm += o[1]
+            for i, target in enumerate(shared):
+                for r in target.advance(s.wm):
+                    want[str(r.key)].append(r)
+                for k, inst in per_key.items():
+                    got[k].extend(inst[i].advance(s.wm))
+            continue
+        d = s.delta(o)
+        if d is None:
+            continue
+        key = str(d.old.key if isinstance(d, Replace) else d.event.key)
+        results = [t.apply(d) for t in shared]
+        if family == "operators":
+            assert [t.apply(d) for t in per_key[key]] == results
+            if results[0]:
+                s.accept(d)
+        else:   # the samplers may differ in what they ignore (before every future window)
+            for t in per_key[key]:
+                t.apply(d)
+            s.accept(d)
+    for k in ("a", "b"):
+        assert sorted(got[k], key=repr) == sorted(want[k], key=repr)
+
+
+def test_window_sampler_never_takes_a_passed_sample_time() -> None:
+    s = Sampler(10, 2, ("count",))
+    assert s.advance(0) == []                       # T = 0 passes with no event anywhere
+    s.apply(Insert(Event("a", -1, 1, None)))      # would have been in [-10, 0)
+    assert [(r.emitted_at, r.count) for r in s.advance(4)] == [(2, 1), (4, 1)]
+
+
+def test_window_count_ranks_survive_a_fully_purged_key() -> None:
+    op = WindowOperator(CountWindows(3, 3), ("count",), allowed_lateness=8)
+    for seq in range(3):
+        op.apply(Insert(Event("a", -7, seq, None)))
+    assert [r.window_id for r in op.advance(2)] == [0]    # emitted, then purged (-7 < -6)
+    for seq in range(3, 6):
+        op.apply(Insert(Event("a", 2, seq, 1.0)))
+    assert [(r.window_id, r.value) for r in op.advance(100)] == [(3, 3.0)]
