@@ -25,8 +25,6 @@ from .expressions import (
     Scope,
     column_values,
     conjuncts,
-    datetime_ns,
-    interval_value,
     is_row_local,
     to_python,
     walk,
@@ -34,6 +32,7 @@ from .expressions import (
 from .extensions import check_extensions
 from .matcher import Conditions, Matcher, RawMatch, SkipPolicy, Window
 from .parser import parse
+from .time_axis import order_numbers
 from .vectorized import evaluate_condition
 
 if TYPE_CHECKING:
@@ -301,30 +300,6 @@ def _has_exclusion(p: ast.Pattern) -> bool:
     return False
 
 
-def _order_numbers(series: pd.Series,
-                   within: ast.IntervalLiteral | ast.Literal) -> tuple[list[Any], float]:
-    """The WITHIN column as numbers (nanoseconds for timestamps) and the limit likewise."""
-    if isinstance(within, ast.IntervalLiteral):
-        seconds = interval_value(within).total_seconds()
-    else:
-        seconds = float(within.value)  # type: ignore[arg-type]  # the parser made it a number
-    if len(series) == 0:
-        return [], seconds
-    if pd.api.types.is_datetime64_any_dtype(series.dtype):
-        values: list[Any] = list(datetime_ns(series))
-        return values, seconds * 1e9
-    if pd.api.types.is_timedelta64_dtype(series.dtype):
-        ns = series.astype("timedelta64[ns]")
-        mask = ns.isna().to_numpy()
-        ints = ns.to_numpy().astype("int64").tolist()
-        return [None if m else v for v, m in zip(ints, mask, strict=True)], seconds * 1e9
-    if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(
-            series.dtype):
-        return column_values(series), seconds
-    raise QueryError(f"WITHIN needs a timestamp or numeric first ORDER BY column; "
-                     f"{series.name!r} has type {series.dtype}", *within.pos)
-
-
 class _Bound:
     """A compiled query bound to one input schema (column names resolved)."""
 
@@ -402,7 +377,7 @@ class _Bound:
             local.append(mask)
         window = None
         if m.within is not None:
-            order, limit = _order_numbers(work[self.order_cols[0]], m.within)
+            order, limit = order_numbers(work[self.order_cols[0]], m.within)
             window = Window(order, limit, m.order_by[0].descending)
         # Columns read while matching become Python lists once; columns only read by
         # MEASURES are read value by value, for the matched rows only.

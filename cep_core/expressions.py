@@ -297,18 +297,6 @@ def column_values(series: pd.Series) -> list[Any]:
     return values
 
 
-def datetime_ns(series: pd.Series) -> list[int | None]:
-    """A datetime column (naive, or tz-aware taken in UTC) as int nanoseconds, missing
-    values as None."""
-    s = series
-    if getattr(s.dt, "tz", None) is not None:
-        s = s.dt.tz_convert("UTC").dt.tz_localize(None)
-    ns = s.astype("datetime64[ns]")
-    mask = ns.isna().to_numpy()
-    ints = ns.to_numpy().astype("int64").tolist()
-    return [None if m else v for v, m in zip(ints, mask, strict=True)]
-
-
 # ----------------------------------------------------------------------------- compiler
 
 

@@ -58,6 +58,7 @@ from .errors import QueryError
 from .expressions import Scope, walk
 from .parser import parse, parse_expression
 from .printer import to_sql
+from .time_axis import from_ns, is_timestamp, time_values
 from .vectorized import evaluate_condition
 
 STRATEGIES = ("alaa", "llaa", "ollaa", "sllaa")
@@ -179,14 +180,6 @@ class ArchiveStore(Protocol):
         ...
 
 
-def time_values(series: pd.Series) -> np.ndarray:
-    """A time column as numbers: int64 nanoseconds for datetimes, floats otherwise."""
-    if pd.api.types.is_datetime64_any_dtype(series.dtype):
-        values = series.dt.tz_localize(None) if getattr(series.dt, "tz", None) else series
-        return np.asarray(values.to_numpy("datetime64[ns]").view("int64"))
-    return np.asarray(series.to_numpy(dtype="float64"))
-
-
 def duration_value(before: Any, series_is_datetime: bool) -> Any:
     """A duration in the time column's unit: int nanoseconds for datetimes (exact, no
     float rounding at range boundaries), the number itself otherwise."""
@@ -250,7 +243,7 @@ class SqliteArchive:
     def __init__(self, frame: pd.DataFrame, key: str, time: str, path: str = ":memory:"):
         self.key, self.time = key, time
         self.stats = AccessStats()
-        self._datetime = pd.api.types.is_datetime64_any_dtype(frame[time].dtype)
+        self._datetime = is_timestamp(frame[time].dtype)
         self._columns = list(frame.columns)
         self._dtypes = frame.dtypes
         self.db = sqlite3.connect(path)
@@ -270,8 +263,8 @@ class SqliteArchive:
             sql += f' AND "{self.key}" IN ({",".join("?" * len(keys))})'
             params += [k.item() if hasattr(k, "item") else k for k in keys]
         out = pd.read_sql_query(sql, self.db, params=params)
-        if self._datetime:
-            out[self.time] = pd.to_datetime(out["__t"].astype("int64"), unit="ns")
+        if self._datetime:  # back in the caller's dtype and zone
+            out[self.time] = from_ns(out["__t"], self._dtypes[self.time], out.index)
         else:
             out[self.time] = out["__t"]
         out = out.drop(columns=["__t"])[self._columns]
@@ -385,7 +378,7 @@ def instances_of(spec: LiveArchiveSpec, matches: Iterable[Match], frame: pd.Data
     completion order. ``positions`` maps a match's rows to positions in ``frame`` (the
     default: they are positions, as ``find_matches`` gives them)."""
     t = time_values(frame[spec.time])
-    before = duration_value(spec.before, pd.api.types.is_datetime64_any_dtype(frame[spec.time]))
+    before = duration_value(spec.before, is_timestamp(frame[spec.time].dtype))
     ids = frame[spec.id_column].tolist()
     key_at = _key_position(spec.live, spec.key)
     out = []
@@ -772,7 +765,7 @@ def _hull(spec: LiveArchiveSpec, live: pd.DataFrame) -> tuple[float, float] | No
     if len(live) == 0:
         return None
     t = time_values(live[spec.time])
-    before = duration_value(spec.before, pd.api.types.is_datetime64_any_dtype(live[spec.time]))
+    before = duration_value(spec.before, is_timestamp(live[spec.time].dtype))
     return t.min().item() - before, t.max().item()
 
 
@@ -874,7 +867,7 @@ def _archive_first(spec: LiveArchiveSpec, live: pd.DataFrame, archive: ArchiveSt
     could ask for, detect PA there; run PL only for keys with an archive match, then cut
     each live match's RA out of the rows already loaded (no second load)."""
     t = time_values(live[spec.time])
-    before = duration_value(spec.before, pd.api.types.is_datetime64_any_dtype(live[spec.time]))
+    before = duration_value(spec.before, is_timestamp(live[spec.time].dtype))
     frame = pd.DataFrame({"k": live[spec.key].to_numpy(), "t": t})
     hulls = frame.groupby("k", sort=False)["t"].agg(["min", "max"])
     loads = [Load((k,), lo - before, hi, ()) for k, lo, hi in zip(

@@ -52,9 +52,10 @@ import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
 from . import ast
-from .api import CompiledQuery, _order_numbers, compile_query
+from .api import CompiledQuery, compile_query
 from .expressions import to_python
-from .partial_matches import ROW_ID, PartialMatchStore, PartitionState
+from .partial_matches import PartialMatchStore, PartitionState
+from .time_axis import order_numbers, time_numbers
 
 POLICIES = ("tpm", "stpm")
 Key = tuple[Any, ...]
@@ -119,35 +120,6 @@ def chain(compiled: CompiledQuery) -> list[int]:
     return [index[n] for n in names]
 
 
-def time_numbers(work: pd.DataFrame, order_cols: Sequence[str]) -> np.ndarray:
-    """Each row's time as a float: the first ORDER BY column (``order_cols[0]``;
-    nanoseconds for timestamps and intervals, the value for numbers); the feed number
-    (:data:`ROW_ID`, else the position) when there is no usable ORDER BY column. Missing
-    values count as the smallest time seen (cold)."""
-    series = work[order_cols[0]] if order_cols else None
-    values: np.ndarray | None = None
-    if series is not None:
-        if pd.api.types.is_datetime64_any_dtype(series.dtype):
-            s = series
-            if getattr(s.dt, "tz", None) is not None:
-                s = s.dt.tz_convert("UTC").dt.tz_localize(None)
-            values = s.astype("datetime64[ns]").to_numpy().astype("int64").astype(float)
-            values[s.isna().to_numpy()] = np.nan
-        elif pd.api.types.is_timedelta64_dtype(series.dtype):
-            values = series.astype("timedelta64[ns]").to_numpy().astype("int64").astype(float)
-            values[series.isna().to_numpy()] = np.nan
-        elif pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(
-                series.dtype):
-            values = series.to_numpy(dtype=float, na_value=np.nan)
-    if values is None:
-        return work[ROW_ID].to_numpy().astype(float) if ROW_ID in work else np.arange(
-            len(work), dtype=float)
-    if np.isnan(values).any():
-        values = np.where(np.isnan(values), np.nanmin(values) if (~np.isnan(values)).any()
-                          else 0.0, values)
-    return values
-
-
 class Progress:
     """How far the open partial match of a partition got (its state ``i``), from the rows
     of the open attempt and the row-local part of each variable's DEFINE condition (a
@@ -199,7 +171,7 @@ def estimate_transitions(sample: pd.DataFrame, query: str | CompiledQuery) -> Tr
     limit = np.inf
     within = compiled.match.within
     if within is not None and len(work):
-        limit = _order_numbers(work[bound.order_cols[0]], within)[1]
+        limit = order_numbers(work[bound.order_cols[0]], within)[1]
     entered = [0] * (n + 1)
     gaps = [0.0] * n
 

@@ -33,8 +33,8 @@ from scipy import optimize, stats  # type: ignore[import-untyped, unused-ignore]
 
 from . import ast
 from .api import CompiledQuery, compile_query
-from .live_archive import time_values
 from .printer import to_sql
+from .time_axis import seconds_per_unit, time_values
 
 
 @dataclass(frozen=True)
@@ -65,9 +65,7 @@ def arrival_rates(frame: pd.DataFrame, time: str, by: str,
         raise ValueError(f"bin_seconds must be positive, got {bin_seconds}")
     if len(frame) == 0:
         return []
-    values = time_values(frame[time]).astype(float)
-    if pd.api.types.is_datetime64_any_dtype(frame[time].dtype):
-        values = values / 1e9
+    values = time_values(frame[time]).astype(float) * seconds_per_unit(frame[time].dtype)
     lo, hi = float(values.min()), float(values.max())
     bins = max(1, int(np.ceil((hi - lo) / bin_seconds)))
     span = max(hi - lo, bin_seconds) if bins == 1 else bins * bin_seconds

@@ -30,13 +30,13 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
 from .api import CompiledQuery, Match
 from .partial_matches import ROW_ID
 from .spilling import HandedRecords, SpillStats, TransitionStats
 from .streaming import IncrementalMatcher
+from .time_axis import scalar_ns
 
 
 @dataclass
@@ -118,7 +118,7 @@ def advance(query: CompiledQuery, batch: pd.DataFrame, *, key: str, hot: bytes |
         order = bound.order_cols[0]
         newest = frame.groupby(bound.partition_cols[at], sort=False,
                                observed=True)[order].max()
-        last = {g: _scalar(t) for g, t in newest.items() if g in touched}
+        last = {g: scalar_ns(t) for g, t in newest.items() if g in touched}
     held: dict[Any, dict[tuple[Any, ...], bytes]] = {}
     for p, rec in records.held.items():
         held.setdefault(group(p), {})[p] = rec
@@ -130,16 +130,6 @@ def advance(query: CompiledQuery, batch: pd.DataFrame, *, key: str, hot: bytes |
     return Advanced(matches, inc.matched, inc.to_bytes(spilled=False), out, last, stats,
                     inc.late_rows - late_before, len(inc.store.partitions),
                     inc.store.buffered_rows())
-
-
-def _scalar(value: Any) -> Any:
-    """A time as stored: int ns for timestamps, the number otherwise."""
-    if isinstance(value, pd.Timestamp):
-        stamp = value.tz_convert("UTC").tz_localize(None) if value.tzinfo else value
-        return int(stamp.value)
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
 
 
 __all__ = ["ROW_ID", "Advanced", "advance"]

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
 from . import ast
-from .api import CompiledQuery, Match, _Bound, _order_numbers, _Partition, _select, compile_query
+from .api import CompiledQuery, Match, _Bound, _Partition, _select, compile_query
 from .consumption import Consumer, Instance
 from .errors import QueryError
 from .expressions import MatchState, to_python, walk
@@ -55,8 +55,8 @@ from .spilling import (
     TransitionStats,
     records_from_snapshot,
     rows_by_key,
-    time_numbers,
 )
+from .time_axis import order_numbers, time_numbers
 
 Emitted = tuple[list[Match], pd.DataFrame | None]  # matches, output rows (None: none)
 
@@ -316,7 +316,7 @@ class IncrementalMatcher:
                                 time_numbers(work, bound.order_cols))
             within = self.compiled.match.within
             if within is not None and len(work) and spill.window == np.inf:
-                spill.window = _order_numbers(work[bound.order_cols[0]].iloc[:1], within)[1]
+                spill.window = order_numbers(work[bound.order_cols[0]].iloc[:1], within)[1]
         try:
             for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
                 marks = np.flatnonzero(is_settled[lo:hi])

@@ -41,12 +41,12 @@ from .expressions import (
     MatchState,
     Scope,
     column_values,
-    datetime_ns,
     interval_value,
     is_row_local,
     to_python,
     walk,
 )
+from .time_axis import datetime_ns
 from .vectorized import evaluate_condition
 
 if TYPE_CHECKING:

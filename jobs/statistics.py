@@ -89,7 +89,9 @@ def arrival_rows(window, start_us: int, bins: int, bin_seconds: int) -> list[dic
 
 def _time_unit(frame: pd.DataFrame, column: str) -> float:
     """Seconds per unit of an ORDER BY column (timestamps: nanoseconds)."""
-    return 1e-9 if pd.api.types.is_datetime64_any_dtype(frame[column].dtype) else 1.0
+    from cep_core.time_axis import seconds_per_unit
+
+    return seconds_per_unit(frame[column].dtype)
 
 
 def pattern_rows(query_id: str, side: str, compiled, sample: pd.DataFrame,  # noqa: ANN001
