@@ -1,4 +1,4 @@
-"""cep_core.allocation: the seed-002 allocation model (M/D/1 waits, formula 10, disorder,
+"""cep_core.tuning.allocation: the seed-002 allocation model (M/D/1 waits, formula 10, disorder,
 Theorems 1 and 2)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cep_core import allocation as A
+from cep_core.tuning import allocation as A
 
 
 def test_mean_wait_and_latency_by_hand() -> None:

@@ -1,12 +1,12 @@
-"""cep_core.simulator: schedulers, complex events, and the model against the simulation."""
+"""cep_core.tuning.simulator: schedulers, complex events, and the model against the simulation."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from cep_core import allocation as A
-from cep_core import simulator as S
+from cep_core.tuning import allocation as A
+from cep_core.tuning import simulator as S
 
 
 def test_one_stream_all_schedulers_agree() -> None:

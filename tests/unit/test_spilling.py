@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import cep_core.spilling
-from cep_core.spilling import TransitionStats, estimate_transitions
-from cep_core.streaming import IncrementalMatcher
+import cep_core.incremental.spilling
+from cep_core.incremental.matcher import IncrementalMatcher
+from cep_core.incremental.spilling import TransitionStats, estimate_transitions
 
 QUERIES = {
     "seq4_within": """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
@@ -219,5 +219,5 @@ def test_checkpoint_with_spilled_keys_restores_the_same_output() -> None:
 
 
 def test_module_docstring_example_runs() -> None:
-    result = doctest.testmod(cep_core.spilling)
+    result = doctest.testmod(cep_core.incremental.spilling)
     assert result.attempted >= 1 and result.failed == 0

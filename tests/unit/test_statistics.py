@@ -1,4 +1,4 @@
-"""cep_core.statistics: arrival rates with the Poisson dispersion test, and selectivities of
+"""cep_core.tuning.statistics: arrival rates with the Poisson dispersion test, and selectivities of
 a pattern and its prefixes."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import cep_core.statistics
-from cep_core.statistics import (
+import cep_core.tuning.statistics
+from cep_core.tuning.statistics import (
     arrival_rates,
     pattern_variables,
     prefix_queries,
@@ -26,7 +26,7 @@ QUERY = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
 
 
 def test_docstrings() -> None:
-    assert doctest.testmod(cep_core.statistics).failed == 0
+    assert doctest.testmod(cep_core.tuning.statistics).failed == 0
 
 
 def test_rates_and_the_poisson_test_tell_poisson_from_clumped_and_regular() -> None:

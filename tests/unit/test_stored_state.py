@@ -1,5 +1,6 @@
-"""cep_core.stored_state: a bucket's partial matches stored by the caller between batches
-(hot record + per-group spill records, as the gold job keeps them in Delta) give exactly
+"""cep_core.incremental.stored_state: a bucket's partial matches stored by the caller
+between batches (hot record + per-group spill records, as the gold job keeps them in
+Delta) give exactly
 the matches of one run over all the data, whatever the capacity, policy and batch cuts."""
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cep_core import compile_query
-from cep_core.partial_matches import ROW_ID
-from cep_core.stored_state import Advanced, advance
+from cep_core.incremental.store import ROW_ID
+from cep_core.incremental.stored_state import Advanced, advance
 
 SEQ = compile_query("""SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k, lane ORDER BY ts
     MEASURES A.id AS a_id, C.id AS c_id ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW

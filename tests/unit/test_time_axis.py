@@ -1,4 +1,4 @@
-"""One time axis (cep_core.time_axis): elapsed time as UTC nanoseconds on every path.
+"""One time axis (cep_core.runtime.time_axis): elapsed time as UTC nanoseconds on every path.
 
 Class-wide: every live-archive strategy over every store, on tz-aware time columns in
 several zones (units ns/us/ms) with data spanning the last Sunday of October (the Europe/
@@ -36,8 +36,8 @@ from cep_core.live_archive import (
     StrategySettings,
     detect,
 )
-from cep_core.statistics import arrival_rates
-from cep_core.time_axis import from_ns, scalar_ns, time_numbers, time_values
+from cep_core.runtime.time_axis import from_ns, scalar_ns, time_numbers, time_values
+from cep_core.tuning.statistics import arrival_rates
 
 # 2024-10-27 01:00 UTC: Europe/Berlin goes from 03:00 CEST back to 02:00 CET.
 CHANGE = pd.Timestamp("2024-10-27 01:00")

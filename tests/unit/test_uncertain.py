@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 import cep_core
 from cep_core import QueryError
-from cep_core.parser import parse
-from cep_core.printer import to_sql
+from cep_core.language.parser import parse
+from cep_core.language.printer import to_sql
 from cep_core.uncertain import evaluate
-from cep_core.uncertain_dp import and_, seq
+from cep_core.uncertain.dp import and_, seq
 
 METHODS = ("possible_worlds", "point", "event", "dp")
 

@@ -7,11 +7,11 @@ against the input columns later (case-insensitively unless quoted).
 
 from __future__ import annotations
 
+from ..errors import QueryError
 from . import ast
-from .errors import QueryError
 from .tokens import Kind, Token, tokenize
 
-_RESERVED = {
+RESERVED = {
     "SELECT", "FROM", "MATCH_RECOGNIZE", "PARTITION", "ORDER", "BY", "MEASURES", "ONE", "ALL",
     "ROWS", "ROW", "PER", "MATCH", "AFTER", "SKIP", "PATTERN", "SUBSET", "DEFINE", "AS", "AND",
     "OR", "NOT", "IS", "NULL", "IN", "BETWEEN", "CASE", "WHEN", "THEN", "ELSE", "END", "WITHIN",
@@ -116,7 +116,7 @@ class _Parser:
         if tok.kind is Kind.QUOTED:
             self._advance()
             return tok.text, True, tok
-        if tok.kind is Kind.IDENT and tok.upper not in _RESERVED:
+        if tok.kind is Kind.IDENT and tok.upper not in RESERVED:
             self._advance()
             return tok.text, False, tok
         raise self._error(f"expected {what}, found {tok.describe()}")
@@ -138,7 +138,7 @@ class _Parser:
         alias = None
         if self._match_kw("AS"):
             alias = self._parse_name("an alias")[0]
-        elif self.tok.kind in (Kind.IDENT, Kind.QUOTED) and self.tok.upper not in _RESERVED:
+        elif self.tok.kind in (Kind.IDENT, Kind.QUOTED) and self.tok.upper not in RESERVED:
             alias = self._parse_name("an alias")[0]
         order_by: tuple[ast.SortItem, ...] = ()
         if self._match_kw("ORDER", "BY"):
@@ -167,7 +167,7 @@ class _Parser:
         alias = None
         if self._match_kw("AS"):
             alias = self._parse_name("an alias")[0]
-        elif self.tok.kind in (Kind.IDENT, Kind.QUOTED) and self.tok.upper not in _RESERVED:
+        elif self.tok.kind in (Kind.IDENT, Kind.QUOTED) and self.tok.upper not in RESERVED:
             alias = self._parse_name("an alias")[0]
         return ast.SelectItem(name, alias, qualifier, quoted, pos)
 
@@ -450,7 +450,7 @@ class _Parser:
         if tok.kind is Kind.QUOTED:
             return True
         if tok.kind is Kind.IDENT:
-            return tok.upper not in _RESERVED or tok.upper in ("PERMUTE", "NOT")
+            return tok.upper not in RESERVED or tok.upper in ("PERMUTE", "NOT")
         return tok.kind is Kind.SYMBOL and tok.text in ("(", "{-", "^", "$")
 
     def _parse_quantified(self) -> ast.Pattern:
@@ -712,7 +712,7 @@ class _Parser:
                                      "LAST(...) or SUM(...)", *pos)
                 return ast.Call(call.name, call.args, word, pos, call.distinct)
             if self._peek().kind is Kind.SYMBOL and self._peek().text == "(" and (
-                    word not in _RESERVED):
+                    word not in RESERVED):
                 return self._parse_call()
         if tok.kind in (Kind.IDENT, Kind.QUOTED):
             return self._parse_column_ref()

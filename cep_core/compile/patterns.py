@@ -16,8 +16,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from . import ast
-from .errors import QueryError
+from ..errors import QueryError
+from ..language import ast
 
 # Opcodes
 LABEL = 0  # (LABEL, var_index): consume the current row if var's DEFINE holds
@@ -47,15 +47,18 @@ class Program:
     has_anchors: bool
 
 
-def pattern_variables(pattern: ast.Pattern) -> list[str]:
-    """Variables in order of first appearance."""
+def pattern_variables(pattern: ast.Pattern, negated: bool = True) -> list[str]:
+    """Variables in order of first appearance (with ``negated=False`` without the variables
+    that appear only negated, ``{- NOT X -}`` style ``ast.Negation``). The one walker over
+    a PATTERN's variables."""
     seen: dict[str, None] = {}
 
     def walk(p: ast.Pattern) -> None:
         if isinstance(p, ast.Var):
             seen.setdefault(p.name, None)
         elif isinstance(p, ast.Negation):
-            seen.setdefault(p.var, None)
+            if negated:
+                seen.setdefault(p.var, None)
         elif isinstance(p, ast.Concat | ast.Alternation | ast.Permute):
             for item in p.items:
                 walk(item)

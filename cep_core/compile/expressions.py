@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
-from . import ast
-from .errors import QueryError
+from ..errors import QueryError
+from ..language import ast
 
 Fn = Callable[["MatchState"], Any]
 RowFn = Callable[["MatchState", int], Any]
@@ -67,6 +67,13 @@ class MatchState:
 
 def interval_value(lit: ast.IntervalLiteral) -> pd.Timedelta:
     return pd.Timedelta(seconds=float(lit.amount) * _INTERVAL_SECONDS[lit.unit])
+
+
+class AnyColumns(tuple[str, ...]):
+    """A schema that contains every column name (for checking a query without data)."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
 
 
 @dataclass
@@ -120,11 +127,11 @@ def walk(expr: ast.Expr) -> list[ast.Expr]:
     while stack:
         node = stack.pop()
         out.append(node)
-        stack.extend(reversed(_children(node)))
+        stack.extend(reversed(children(node)))
     return out
 
 
-def _children(node: ast.Expr) -> list[ast.Expr]:
+def children(node: ast.Expr) -> list[ast.Expr]:
     if isinstance(node, ast.Unary):
         return [node.operand]
     if isinstance(node, ast.Binary):
@@ -324,8 +331,8 @@ class ExprCompiler:
             raise QueryError("'*' is only allowed inside COUNT(...)", *e.pos)
         # Operators: compile the children, then combine.
         if isinstance(e, ast.Case):
-            return _lazy_case(e, [self._compile(k, final) for k in _children(e)])
-        return _combine(e, [self._compile(k, final) for k in _children(e)])
+            return _lazy_case(e, [self._compile(k, final) for k in children(e)])
+        return _combine(e, [self._compile(k, final) for k in children(e)])
 
     # ------------------------------------------------------------------ row functions
     def _row_fn(self, e: ast.Expr, var: frozenset[int] | None) -> RowFn:
@@ -345,7 +352,7 @@ class ExprCompiler:
             return lambda st, row: fn(*[a(st, row) for a in args])
         if isinstance(e, ast.Star):
             raise QueryError("'*' is only allowed inside COUNT(...)", *e.pos)
-        kids = [self._row_fn(k, var) for k in _children(e)]
+        kids = [self._row_fn(k, var) for k in children(e)]
         # Reuse the operator combinators by binding the row into a state-only closure.
         return _combine_rows(e, kids)
 

@@ -16,8 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
-from . import ast
-from .expressions import (
+from ..compile.expressions import (
     ExprCompiler,
     MatchState,
     Scope,
@@ -26,6 +25,7 @@ from .expressions import (
     literal_value,
     walk,
 )
+from ..language import ast
 
 
 class _Unsupported(Exception):

@@ -29,10 +29,12 @@ from typing import Any
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
-from . import ast
-from .errors import QueryError
-from .expressions import column_values, interval_value
-from .partial_matches import ROW_ID
+from ..compile.expressions import column_values, interval_value
+from ..errors import QueryError
+from ..language import ast
+
+ROW_ID = "__lakecep_row__"  # column holding each buffered row's global feed number (a
+# stream's order when it has no usable ORDER BY column)
 
 
 def is_timestamp(dtype: Any) -> bool:
@@ -146,6 +148,6 @@ def time_numbers(work: pd.DataFrame, order_cols: Sequence[str]) -> np.ndarray:
     return values
 
 
-__all__ = ["datetime_ns", "from_ns", "is_duration", "is_number", "is_timestamp",
+__all__ = ["ROW_ID", "datetime_ns", "from_ns", "is_duration", "is_number", "is_timestamp",
            "ns_and_missing", "order_numbers", "scalar_ns", "seconds_per_unit", "time_numbers",
            "time_values"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from .errors import QueryError
+from ..errors import QueryError
 
 
 class Kind(Enum):

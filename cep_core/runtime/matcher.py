@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from . import patterns as P
-from .errors import QueryError
-from .expressions import Fn, MatchState
+from ..compile import patterns as P
+from ..compile.expressions import Fn, MatchState
+from ..errors import QueryError
 
 
 @dataclass

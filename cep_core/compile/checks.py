@@ -4,9 +4,9 @@
 
 from __future__ import annotations
 
-from . import ast
+from ..errors import QueryError
+from ..language import ast
 from . import patterns as P
-from .errors import QueryError
 
 
 def check_extensions(m: ast.MatchRecognize) -> None:

@@ -39,7 +39,7 @@ What is exact and what is approximate:
 
 >>> round(mean_wait(500.0, 1000.0) * 1e3, 3)  # ms
 0.5
->>> round(float(wait_cdf(0.0, 500.0, 1000.0)), 3)
+>>> round(float(wait_cdf(0.0, 500.0, 1000.0)[0]), 3)
 0.5
 """
 

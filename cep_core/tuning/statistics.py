@@ -31,10 +31,10 @@ import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 from scipy import optimize, stats  # type: ignore[import-untyped, unused-ignore]
 
-from . import ast
-from .api import CompiledQuery, compile_query
-from .printer import to_sql
-from .time_axis import seconds_per_unit, time_values
+from ..api import CompiledQuery, compile_query
+from ..language import ast
+from ..language.printer import to_sql
+from ..runtime.time_axis import seconds_per_unit, time_values
 
 
 @dataclass(frozen=True)

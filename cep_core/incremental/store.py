@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
+from ..runtime.time_axis import ROW_ID as ROW_ID  # the column of each row's feed number
+
 FORMAT_VERSION = 4
-ROW_ID = "__lakecep_row__"  # column holding each buffered row's global feed number
 
 
 @dataclass

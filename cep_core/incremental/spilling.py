@@ -51,11 +51,11 @@ from typing import Any
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
-from . import ast
-from .api import CompiledQuery, compile_query
-from .expressions import to_python
-from .partial_matches import PartialMatchStore, PartitionState
-from .time_axis import order_numbers, time_numbers
+from ..api import CompiledQuery, compile_query
+from ..compile.expressions import to_python
+from ..compile.patterns import pattern_variables
+from ..runtime.time_axis import order_numbers, time_numbers
+from .store import PartialMatchStore, PartitionState
 
 POLICIES = ("tpm", "stpm")
 Key = tuple[Any, ...]
@@ -103,19 +103,7 @@ def chain(compiled: CompiledQuery) -> list[int]:
     ``compiled.variables``: for a concatenation of single variables ``(A B C D)`` exactly
     those; for any other pattern (the generic fallback) the non-negated variables in order of
     first appearance, e.g. ``A B+ C`` -> A, B, C."""
-    names: dict[str, None] = {}
-
-    def walk(p: ast.Pattern) -> None:
-        if isinstance(p, ast.Var):
-            names.setdefault(p.name, None)
-        elif isinstance(p, ast.Concat | ast.Alternation | ast.Permute):
-            for item in p.items:
-                walk(item)
-        elif isinstance(p, ast.Group | ast.Exclusion | ast.Quantified):
-            walk(p.body)
-        # Negation and anchors add no step
-
-    walk(compiled.match.pattern)
+    names = pattern_variables(compiled.match.pattern, negated=False)
     index = {name: i for i, name in enumerate(compiled.variables)}
     return [index[n] for n in names]
 

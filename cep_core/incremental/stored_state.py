@@ -32,11 +32,12 @@ from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
-from .api import CompiledQuery, Match
-from .partial_matches import ROW_ID
+from ..api import CompiledQuery
+from ..runtime.output import Match
+from ..runtime.time_axis import scalar_ns
+from .matcher import IncrementalMatcher
 from .spilling import HandedRecords, SpillStats, TransitionStats
-from .streaming import IncrementalMatcher
-from .time_axis import scalar_ns
+from .store import ROW_ID
 
 
 @dataclass

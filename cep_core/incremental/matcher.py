@@ -40,13 +40,17 @@ from typing import Any
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
-from . import ast
-from .api import CompiledQuery, Match, _Bound, _Partition, _select, compile_query
-from .consumption import Consumer, Instance
-from .errors import QueryError
-from .expressions import MatchState, to_python, walk
-from .matcher import Matcher, RawMatch
-from .partial_matches import ROW_ID, PartialMatchStore, PartitionState
+from ..api import Bound as _Bound
+from ..api import CompiledQuery, compile_query
+from ..api import Partition as _Partition
+from ..compile.expressions import MatchState, to_python, walk
+from ..errors import QueryError
+from ..language import ast
+from ..runtime.consumption import Consumer, Instance
+from ..runtime.matcher import Matcher, RawMatch
+from ..runtime.output import Match
+from ..runtime.output import select as _select
+from ..runtime.time_axis import order_numbers, time_numbers
 from .spilling import (
     HandedRecords,
     Progress,
@@ -56,7 +60,7 @@ from .spilling import (
     records_from_snapshot,
     rows_by_key,
 )
-from .time_axis import order_numbers, time_numbers
+from .store import ROW_ID, PartialMatchStore, PartitionState
 
 Emitted = tuple[list[Match], pd.DataFrame | None]  # matches, output rows (None: none)
 

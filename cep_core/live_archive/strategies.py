@@ -52,14 +52,15 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
-from . import ast
-from .api import CompiledQuery, Match, compile_query
-from .errors import QueryError
-from .expressions import Scope, walk
-from .parser import parse, parse_expression
-from .printer import to_sql
-from .time_axis import from_ns, is_timestamp, time_values
-from .vectorized import evaluate_condition
+from ..api import CompiledQuery, compile_query
+from ..compile.expressions import Scope, walk
+from ..errors import QueryError
+from ..language import ast
+from ..language.parser import parse, parse_expression
+from ..language.printer import to_sql
+from ..runtime.output import Match
+from ..runtime.time_axis import from_ns, is_timestamp, time_values
+from ..runtime.vectorized import evaluate_condition
 
 STRATEGIES = ("alaa", "llaa", "ollaa", "sllaa")
 

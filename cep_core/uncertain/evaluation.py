@@ -32,11 +32,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
-from . import ast, uncertain_dp
-from .errors import QueryError
-from .expressions import (
+from ..compile.expressions import (
     AGGREGATES,
     NAVIGATION,
+    AnyColumns,
     ExprCompiler,
     MatchState,
     Scope,
@@ -46,11 +45,15 @@ from .expressions import (
     to_python,
     walk,
 )
-from .time_axis import datetime_ns
-from .vectorized import evaluate_condition
+from ..errors import QueryError
+from ..language import ast
+from ..runtime.output import select
+from ..runtime.time_axis import datetime_ns
+from ..runtime.vectorized import evaluate_condition
+from . import dp as uncertain_dp
 
 if TYPE_CHECKING:
-    from .api import CompiledQuery
+    from ..api import CompiledQuery
 
 METHODS = ("auto", "dp", "event", "point", "possible_worlds")
 PROBABILITY = "probability"  # the output column
@@ -171,20 +174,13 @@ def check_query(m: ast.MatchRecognize) -> UncertainPlan:
     classes = variables + [d for d in defines if d not in variables]
     sets = {name: frozenset([i]) for i, name in enumerate(classes)}
     for name, cond in defines.items():
-        ExprCompiler(Scope(_AnyColumns(), sets, "DEFINE", name)).compile(cond)
+        ExprCompiler(Scope(AnyColumns(), sets, "DEFINE", name)).compile(cond)
     measures = _check_measures(m, variables)
     min_p = 0.0 if u.min_probability is None else float(u.min_probability.value)  # type: ignore[arg-type]
     fillings = [Filling(tuple(v for v in variables if v in used), t, tuple(sorted(_before(t))))
                 for used, t in _fillings(tree)]
     return UncertainPlan(u, tree, variables, classes, defines, prior, exclusive, require,
                          fillings, m.order_by[0].column, m.within, min_p, measures)
-
-
-class _AnyColumns(tuple[str, ...]):
-    """A schema that contains every column name (for checking a query without data)."""
-
-    def __contains__(self, item: object) -> bool:
-        return True
 
 
 def _not_allowed(what: str, pos: ast.Pos) -> QueryError:
@@ -322,7 +318,7 @@ def _check_measures(m: ast.MatchRecognize, variables: list[str]) -> list[tuple[s
                                      "MATCH_PROBABILITY()", *node.pos)
         out.append((me.name, _rewrite_probability(me.expr)))
     sets = {name: frozenset([i]) for i, name in enumerate([*variables, _PROB_VAR])}
-    compiler = ExprCompiler(Scope(_AnyColumns(), sets, "MEASURES"))
+    compiler = ExprCompiler(Scope(AnyColumns(), sets, "MEASURES"))
     for _, expr in out:
         compiler.compile(expr)
     return out
@@ -1154,20 +1150,11 @@ class _Measures:
         return [to_python(fn(st)) for fn in self.fns]
 
 
-def evaluate(query: str | CompiledQuery, table: pd.DataFrame, method: str = "auto",
-             max_worlds: int = 1_000_000, id_column: str | None = None, *,
-             max_points: int = 100_000) -> UncertainResult:
-    """Evaluate an ``UNCERTAIN TIME`` query over ``table`` (see docs/uncertain.md).
-
-    ``method``: 'auto' (= 'dp'), 'dp', 'event', 'point' or 'possible_worlds'; all return
-    the same sequences and probabilities (to rounding). ``max_worlds`` bounds the worlds of
-    a partition (possible_worlds) and the joint assignments of a PRIOR-linked component
-    (the others); ``max_points`` the possible times of one event. ``id_column`` names the
-    column used to order sequences with the same start and to name rows in errors
-    (default: the row position)."""
-    from .api import CompiledQuery, _select
-
-    q = query if isinstance(query, CompiledQuery) else CompiledQuery(query)
+def evaluate_compiled(q: CompiledQuery, table: pd.DataFrame, method: str = "auto",
+                      max_worlds: int = 1_000_000, id_column: str | None = None, *,
+                      max_points: int = 100_000) -> UncertainResult:
+    """:func:`cep_core.uncertain.evaluate` for a compiled query (what
+    ``CompiledQuery.run`` calls; the arguments are documented there)."""
     plan = q.uncertain_plan
     if plan is None:
         raise ValueError("the query has no UNCERTAIN TIME clause; use match_recognize")
@@ -1202,7 +1189,7 @@ def evaluate(query: str | CompiledQuery, table: pd.DataFrame, method: str = "aut
     groups = [(key, sigma, p) for key, _, sigma, p in rows]
     out = _table(data, groups, df)
     try:
-        selected = _select(q.tree, out)
+        selected = select(q.tree, out)
     except QueryError as err:
         raise err.with_query(q.text) from None
     return UncertainResult(selected, groups, diag)

@@ -41,14 +41,24 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
-from . import ast
-from .errors import QueryError
-from .expressions import SCALAR_FUNCTIONS, MatchState, Scope, walk
+from ..compile.expressions import (
+    SCALAR_FUNCTIONS,
+    MatchState,
+    Scope,
+    children,
+    column_values,
+    to_python,
+    walk,
+)
+from ..errors import QueryError
+from ..language import ast
 from .matcher import RawMatch
+from .output import Match, select
+from .values import LazyColumn
 from .vectorized import evaluate_condition
 
 if TYPE_CHECKING:
-    from .api import CompiledQuery, Match, _Bound
+    from ..api import Bound, CompiledQuery
 
 ENGINES = ("auto", "fast", "general")
 ENV_VAR = "LAKECEP_CEP_ENGINE"
@@ -94,14 +104,14 @@ class FastPlan:
         how = "vectorised" if self.measures is not None else "per match"
         return f"fast: items {' '.join(parts)}; measures {how}"
 
-    def _fast_bound(self, bound: _Bound) -> _FastBound:
+    def _fast_bound(self, bound: Bound) -> _FastBound:
         fb = self._bound.get(bound.columns)
         if fb is None:
             fb = self._bound[bound.columns] = _FastBound(self, bound)
         return fb
 
     # ------------------------------------------------------------------ entry points
-    def find_matches(self, bound: _Bound, df: pd.DataFrame) -> list[Match] | None:
+    def find_matches(self, bound: Bound, df: pd.DataFrame) -> list[Match] | None:
         """Matches as :meth:`CompiledQuery.find_matches` returns them, or None when this
         input needs the general path (a condition raised an error)."""
         res = self._fast_bound(bound).match(df)
@@ -109,7 +119,7 @@ class FastPlan:
             return None
         return res.matches()
 
-    def run(self, bound: _Bound, df: pd.DataFrame) -> pd.DataFrame | None:
+    def run(self, bound: Bound, df: pd.DataFrame) -> pd.DataFrame | None:
         res = self._fast_bound(bound).match(df)
         if res is None:
             return None
@@ -238,9 +248,7 @@ def _walk_outside_nav(expr: ast.Expr) -> list[ast.Expr]:
 
 
 def _direct_children(node: ast.Expr) -> list[ast.Expr]:
-    from .expressions import _children
-
-    return _children(node)
+    return children(node)
 
 
 def _vector_measures(q: CompiledQuery) -> list[_Measure] | None:
@@ -285,7 +293,7 @@ _SHIFT_PREFIX = "\x00shift"
 class _FastBound:
     """A fast plan bound to one input schema."""
 
-    def __init__(self, plan: FastPlan, bound: _Bound):
+    def __init__(self, plan: FastPlan, bound: Bound):
         self.plan = plan
         self.bound = bound
         q = plan.q
@@ -680,9 +688,9 @@ def _check_exact(x: Any, y: Any) -> None:
 
 
 # ---------------------------------------------------------------------- sorting
-def prepare(bound: _Bound, df: pd.DataFrame, needed: list[str]) -> tuple[
+def prepare(bound: Bound, df: pd.DataFrame, needed: list[str]) -> tuple[
         dict[str, pd.Series], np.ndarray, list[int]]:
-    """As ``_Bound._prepare``: the ``needed`` columns sorted by partition and order keys,
+    """As ``Bound._prepare``: the ``needed`` columns sorted by partition and order keys,
     the original positions of the sorted rows, and the partition boundaries. Sorts with
     numpy when the keys allow it (the same order as pandas' stable sort), else pandas."""
     m = bound.q.match
@@ -852,10 +860,9 @@ class _Result:
 
     def _general_measures(self) -> list[list[Any]]:
         """Every measure per match, with the general compiled expressions."""
-        from .api import _LazyColumn
 
         bound = self.fb.bound
-        cols: dict[str, Any] = {c: _LazyColumn(self.work[c]) for c in bound.used_columns}
+        cols: dict[str, Any] = {c: LazyColumn(self.work[c]) for c in bound.used_columns}
         st = MatchState(cols, self.fb.plan.q.variables)
         out: list[list[Any]] = []
         part = self.part.tolist()
@@ -867,8 +874,6 @@ class _Result:
         return out
 
     def _keys(self) -> list[tuple[Any, ...]]:
-        from .expressions import to_python
-
         pcols = [self.df[c] for c in self.fb.bound.partition_cols]
         keys = [tuple(to_python(c.iat[int(self.positions[lo])]) for c in pcols)
                 for lo in self.bounds[:-1]]
@@ -876,9 +881,6 @@ class _Result:
 
     # ------------------------------------------------------------------ outputs
     def matches(self) -> list[Match]:
-        from .api import Match
-        from .expressions import column_values
-
         fb = self.fb
         bound = fb.bound
         names = fb.plan.q.variables
@@ -906,12 +908,11 @@ class _Result:
         return out
 
     def frame(self) -> pd.DataFrame:
-        from .api import _select
 
         bound = self.fb.bound
         tree = self.fb.plan.q.tree
         if len(self.cand) == 0:
-            return _select(tree, bound._one_row(self.df.reset_index(drop=True),
+            return select(tree, bound._one_row(self.df.reset_index(drop=True),
                                                 MatchState({}, []), []))
         starts = self.row_of_pad[self.cand]
         data: dict[str, pd.Series] = {}
@@ -929,14 +930,14 @@ class _Result:
             for j in range(len(bound.measure_names)):
                 columns.append(_from_python([r[j] for r in rows]))
         if not names:
-            return _select(tree, pd.DataFrame(index=range(len(self.cand))))
+            return select(tree, pd.DataFrame(index=range(len(self.cand))))
         if len(set(names)) != len(names):
             # Duplicate names: build as the general path does.
             records = [list(r) for r in zip(*[c.tolist() for c in columns], strict=True)]
-            return _select(tree, pd.DataFrame.from_records(records, columns=names))
+            return select(tree, pd.DataFrame.from_records(records, columns=names))
         for name, col in zip(names, columns, strict=True):
             data[name] = col
-        return _select(tree, pd.DataFrame(data))
+        return select(tree, pd.DataFrame(data))
 
 
 def _from_python(values: list[Any]) -> pd.Series:
@@ -998,8 +999,6 @@ def _like_records(values: pd.Series, missing: np.ndarray | None) -> pd.Series:
                 out_dt[missing] = pd.NaT
             return out_dt
     # Anything else: go through Python values like the general path.
-    from .expressions import column_values
-
     py = column_values(values)
     if missing is not None:
         for j in np.flatnonzero(missing).tolist():

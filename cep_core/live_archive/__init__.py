@@ -1,0 +1,50 @@
+"""Live-archive detection (seed 000): a live pattern joined with a pattern in history,
+through strategies (ALAA, LLAA, OLLAA, SLLAA, auto) planned as loads from an archive store.
+See :mod:`cep_core.live_archive.strategies` for the semantics."""
+
+from ..runtime.time_axis import time_values
+from .strategies import (
+    STRATEGIES,
+    AccessStats,
+    ArchiveStore,
+    FrameArchive,
+    Joined,
+    LiveArchiveSpec,
+    LiveInstance,
+    Load,
+    Plan,
+    RecentBuffer,
+    Result,
+    Selectivity,
+    SqliteArchive,
+    StrategyError,
+    StrategySettings,
+    archive_first_exact,
+    choose,
+    detect,
+    detect_in_ranges,
+    duration_value,
+    execute,
+    instances_of,
+    join_active,
+    live_instances,
+    make_plan,
+    ollaa_drive,
+    plan_alaa,
+    plan_by_key,
+    plan_llaa,
+    plan_sllaa,
+    range_local,
+    resolve,
+    sample_selectivity,
+    subwindows,
+)
+
+__all__ = [
+    "STRATEGIES", "AccessStats", "ArchiveStore", "FrameArchive", "Joined", "LiveArchiveSpec",
+    "LiveInstance", "Load", "Plan", "RecentBuffer", "Result", "Selectivity", "SqliteArchive",
+    "StrategyError", "StrategySettings", "archive_first_exact", "choose", "detect",
+    "detect_in_ranges", "duration_value", "execute", "instances_of", "join_active",
+    "live_instances", "make_plan", "ollaa_drive", "plan_alaa", "plan_by_key", "plan_llaa",
+    "plan_sllaa", "range_local", "resolve", "sample_selectivity", "subwindows", "time_values",
+]
