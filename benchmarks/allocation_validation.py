@@ -1,5 +1,5 @@
-"""Seed 002 (issue 6): the allocation model of ``cep_core.allocation`` against the
-discrete-event simulator ``cep_core.simulator``.
+"""Seed 002 (issue 6): the allocation model of ``cep_core.tuning.allocation`` against the
+discrete-event simulator ``cep_core.tuning.simulator``.
 
 Five validations, each written to ``benchmarks/results/allocation_<name>.{json,png}`` (plus
 ``allocation_summary.json`` with every validation's headline numbers):
@@ -45,8 +45,8 @@ sys.path.insert(0, str(ROOT))
 
 from engine_throughput import machine  # noqa: E402
 
-from cep_core import allocation as A  # noqa: E402
-from cep_core import simulator as S  # noqa: E402
+from cep_core.tuning import allocation as A  # noqa: E402
+from cep_core.tuning import simulator as S  # noqa: E402
 
 MODE = "first"
 VALIDATIONS = ("satisfaction", "latency", "disorder", "optimum", "schedulers")

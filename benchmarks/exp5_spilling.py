@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 from engine_throughput import machine  # noqa: E402
 
-from cep_core.spilling import estimate_transitions  # noqa: E402
-from cep_core.streaming import IncrementalMatcher  # noqa: E402
+from cep_core.incremental.matcher import IncrementalMatcher  # noqa: E402
+from cep_core.incremental.spilling import estimate_transitions  # noqa: E402
 
 QUERY = """
 SELECT * FROM readings MATCH_RECOGNIZE (

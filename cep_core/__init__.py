@@ -12,12 +12,13 @@ Pure Python (numpy/pandas); never imports Spark. Entry points:
 The language is described in ``docs/query-language.md``.
 """
 
-from . import patterns, uncertain
+from . import uncertain
 from .api import CompiledQuery, Match, compile_query, match_recognize
+from .compile import patterns
 from .errors import QueryError
-from .parser import parse
-from .printer import to_sql
-from .streaming import IncrementalMatcher
+from .incremental.matcher import IncrementalMatcher
+from .language.parser import parse
+from .language.printer import to_sql
 
 __all__ = ["CompiledQuery", "IncrementalMatcher", "Match", "QueryError", "compile_query",
            "match_recognize", "parse", "patterns", "to_sql", "uncertain"]

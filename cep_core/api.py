@@ -14,60 +14,43 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
-from . import ast
-from . import patterns as P
-from .consumption import consume
-from .errors import QueryError
-from .expressions import (
+from .compile import patterns as P
+from .compile.booleans import check_boolean_conditions, frame_column_kind
+from .compile.checks import check_extensions
+from .compile.expressions import (
+    AnyColumns,
     ExprCompiler,
     Fn,
     MatchState,
     Scope,
     column_values,
     conjuncts,
-    datetime_ns,
-    interval_value,
     is_row_local,
     to_python,
     walk,
 )
-from .extensions import check_extensions
-from .matcher import (
+from .errors import QueryError
+from .language import ast
+from .language.parser import parse
+from .runtime.consumption import consume
+from .runtime.fast import plan_fast
+from .runtime.matcher import (
     Conditions,
     Matcher,
     RawMatch,
     SkipPolicy,
     Window,
-    check_boolean_conditions,
-    frame_column_kind,
     position_only,
 )
-from .parser import parse
-from .vectorized import evaluate_condition
+from .runtime.output import TIMED_OUT as TIMED_OUT
+from .runtime.output import Match as Match
+from .runtime.output import select
+from .runtime.time_axis import order_numbers
+from .runtime.values import LazyColumn
+from .runtime.vectorized import evaluate_condition
 
 if TYPE_CHECKING:
-    from .uncertain import UncertainPlan
-
-TIMED_OUT = "timed_out"  # the marker column of EMIT TIMEOUTS
-
-
-@dataclass(frozen=True)
-class Match:
-    """One match of the pattern in one partition.
-
-    ``rows`` are positional indices into the DataFrame given to ``find_matches`` of the rows
-    mapped to pattern variables, in match order, without rows inside ``{- -}`` exclusions;
-    ``labels`` holds the variable of each of those rows. ``measures`` are the MEASURES values
-    as ONE ROW PER MATCH computes them.
-    """
-
-    partition: tuple[Any, ...]
-    match_number: int
-    rows: tuple[int, ...]
-    labels: tuple[str, ...]
-    measures: dict[str, Any]
-    timed_out: bool = False  # EMIT TIMEOUTS: a partial match cut off by the window
-
+    from .uncertain.evaluation import UncertainPlan
 
 def compile_query(query: str, engine: str | None = None) -> CompiledQuery:
     """Parse and check ``query`` once; the result runs over any number of DataFrames.
@@ -102,9 +85,9 @@ class CompiledQuery:
         self.match = self.tree.match
         #: the checked plan of an UNCERTAIN TIME query (run by :mod:`cep_core.uncertain`)
         self.uncertain_plan: UncertainPlan | None = None
-        self._bound: dict[tuple[str, ...], _Bound] = {}
+        self._bound: dict[tuple[str, ...], Bound] = {}
         if self.match.uncertain is not None:
-            from .uncertain import check_query
+            from .uncertain.evaluation import check_query
 
             try:
                 self.uncertain_plan = check_query(self.match)
@@ -118,8 +101,6 @@ class CompiledQuery:
             self._check()
         except QueryError as err:
             raise err.with_query(query) from None
-        from .fast import plan_fast
-
         self._fast, self.plan = plan_fast(self, engine)
         #: 'fast' or 'general': which matcher ``find_matches``/``run`` use.
         self.engine = "general" if self._fast is None else "fast"
@@ -209,7 +190,7 @@ class CompiledQuery:
         self.program = P.compile_pattern(m.pattern, self._variables)
         # Compile every expression against a schema that accepts any column, so that
         # unknown variables, functions and misuse of FINAL are reported before any data.
-        self._compile_expressions(_AnyColumns())
+        self._compile_expressions(AnyColumns())
         check_boolean_conditions(m)
 
     def _compile_expressions(self, columns: Sequence[str]) -> tuple[
@@ -242,12 +223,12 @@ class CompiledQuery:
         return local_parts, dependent, measures
 
     # ------------------------------------------------------------------ binding
-    def _bind(self, df: pd.DataFrame) -> _Bound:
+    def _bind(self, df: pd.DataFrame) -> Bound:
         columns = tuple(str(c) for c in df.columns)
         bound = self._bound.get(columns)
         if bound is None:
             try:
-                bound = _Bound(self, columns)
+                bound = Bound(self, columns)
             except QueryError as err:
                 raise err.with_query(self.text) from None
             self._bound[columns] = bound
@@ -280,9 +261,9 @@ class CompiledQuery:
     def run(self, df: pd.DataFrame) -> pd.DataFrame:
         """The query's result over ``df`` (as :func:`match_recognize` returns it)."""
         if self.uncertain_plan is not None:
-            from .uncertain import evaluate
+            from .uncertain.evaluation import evaluate_compiled
 
-            return evaluate(self, df).table
+            return evaluate_compiled(self, df).table
         bound = self._bind(df)
         try:
             if self._fast is not None:
@@ -295,16 +276,9 @@ class CompiledQuery:
 
     def sql(self) -> str:
         """The query printed back as SQL."""
-        from .printer import to_sql
+        from .language.printer import to_sql
 
         return to_sql(self.tree)
-
-
-class _AnyColumns(tuple[str, ...]):
-    """A schema that contains every column name (for checking a query without data)."""
-
-    def __contains__(self, item: object) -> bool:
-        return True
 
 
 def _has_exclusion(p: ast.Pattern) -> bool:
@@ -317,31 +291,7 @@ def _has_exclusion(p: ast.Pattern) -> bool:
     return False
 
 
-def _order_numbers(series: pd.Series,
-                   within: ast.IntervalLiteral | ast.Literal) -> tuple[list[Any], float]:
-    """The WITHIN column as numbers (nanoseconds for timestamps) and the limit likewise."""
-    if isinstance(within, ast.IntervalLiteral):
-        seconds = interval_value(within).total_seconds()
-    else:
-        seconds = float(within.value)  # type: ignore[arg-type]  # the parser made it a number
-    if len(series) == 0:
-        return [], seconds
-    if pd.api.types.is_datetime64_any_dtype(series.dtype):
-        values: list[Any] = list(datetime_ns(series))
-        return values, seconds * 1e9
-    if pd.api.types.is_timedelta64_dtype(series.dtype):
-        ns = series.astype("timedelta64[ns]")
-        mask = ns.isna().to_numpy()
-        ints = ns.to_numpy().astype("int64").tolist()
-        return [None if m else v for v, m in zip(ints, mask, strict=True)], seconds * 1e9
-    if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(
-            series.dtype):
-        return column_values(series), seconds
-    raise QueryError(f"WITHIN needs a timestamp or numeric first ORDER BY column; "
-                     f"{series.name!r} has type {series.dtype}", *within.pos)
-
-
-class _Bound:
+class Bound:
     """A compiled query bound to one input schema (column names resolved)."""
 
     def __init__(self, q: CompiledQuery, columns: tuple[str, ...]):
@@ -418,12 +368,12 @@ class _Bound:
             local.append(mask)
         window = None
         if m.within is not None:
-            order, limit = _order_numbers(work[self.order_cols[0]], m.within)
+            order, limit = order_numbers(work[self.order_cols[0]], m.within)
             window = Window(order, limit, m.order_by[0].descending)
         # Columns read while matching become Python lists once; columns only read by
         # MEASURES are read value by value, for the matched rows only.
         cols: dict[str, Any] = {
-            c: column_values(work[c]) if c in self.define_columns else _LazyColumn(work[c])
+            c: column_values(work[c]) if c in self.define_columns else LazyColumn(work[c])
             for c in self.used_columns}
         st = MatchState(cols, q._variables)
         starts = None
@@ -439,7 +389,7 @@ class _Bound:
         return matcher, st
 
     def _partitions(self, df: pd.DataFrame) -> tuple[
-            pd.DataFrame, np.ndarray, MatchState, list[_Partition]]:
+            pd.DataFrame, np.ndarray, MatchState, list[Partition]]:
         work, positions, bounds = self._prepare(df)
         matcher, st = self._matcher(work)
         pcols = [work[c] for c in self.partition_cols]
@@ -450,7 +400,7 @@ class _Bound:
                 found = consume(matcher, st, lo, hi, self.q.match.consumption)
             else:
                 found = matcher.partition(st, lo, hi)
-            result.append(_Partition(key, lo, hi, found))
+            result.append(Partition(key, lo, hi, found))
         return work, positions, st, result
 
     def _measures_at(self, st: MatchState, match: RawMatch, upto: int) -> list[Any]:
@@ -488,10 +438,10 @@ class _Bound:
             table = self._one_row(work, st, parts)
         else:
             table = self._all_rows(work, st, parts)
-        return _select(self.q.tree, table)
+        return select(self.q.tree, table)
 
     def _one_row(self, work: pd.DataFrame, st: MatchState,
-                 parts: list[_Partition]) -> pd.DataFrame:
+                 parts: list[Partition]) -> pd.DataFrame:
         records: list[list[Any]] = []
         for part in parts:
             st.lo, st.hi = part.lo, part.hi
@@ -515,7 +465,7 @@ class _Bound:
         return pd.DataFrame.from_records(records, columns=names)
 
     def _all_rows(self, work: pd.DataFrame, st: MatchState,
-                  parts: list[_Partition]) -> pd.DataFrame:
+                  parts: list[Partition]) -> pd.DataFrame:
         mode = self.q.match.rows_per_match
         take: list[int] = []
         measure_rows: list[list[Any]] = []
@@ -557,30 +507,10 @@ class _Bound:
         return out
 
 
-class _LazyColumn:
-    """A column read value by value (as Python scalars, missing values as None); after
-    many reads it converts the whole column once."""
-
-    __slots__ = ("series", "values", "reads", "converted")
-
-    def __init__(self, series: pd.Series):
-        self.series = series
-        self.values = series.array
-        self.reads = 0
-        self.converted: list[Any] | None = None
-
-    def __getitem__(self, i: int) -> Any:
-        if self.converted is not None:
-            return self.converted[i]
-        self.reads += 1
-        if self.reads > 64 and self.reads * 8 > len(self.values):
-            self.converted = column_values(self.series)
-            return self.converted[i]
-        return to_python(self.values[i])
-
-
 @dataclass
-class _Partition:
+class Partition:
+    """One partition's slice of the sorted input [lo, hi) and its raw matches."""
+
     key: tuple[Any, ...]
     lo: int
     hi: int
@@ -592,41 +522,3 @@ def _is_classifier_arg(node: ast.Column, expr: ast.Expr) -> bool:
         if isinstance(n, ast.Call) and n.name == "CLASSIFIER" and node in n.args:
             return any(a is node for a in n.args)
     return False
-
-
-def _select(tree: ast.Query, table: pd.DataFrame) -> pd.DataFrame:
-    """Apply the outer SELECT list and ORDER BY."""
-    available = [str(c) for c in table.columns]
-    lower: dict[str, list[str]] = {}
-    for c in available:
-        lower.setdefault(c.lower(), []).append(c)
-
-    def resolve(name: str, quoted: bool, pos: ast.Pos) -> str:
-        if name in available:
-            return name
-        found = [] if quoted else lower.get(name.lower(), [])
-        if len(found) == 1:
-            return found[0]
-        raise QueryError(f"unknown output column {name!r}; the MATCH_RECOGNIZE output has: "
-                         f"{', '.join(available)}", *pos)
-
-    if tree.order_by:
-        keys = [resolve(s.column.name, s.column.quoted, s.column.pos) for s in tree.order_by]
-        table = table.sort_values(keys, ascending=[not s.descending for s in tree.order_by],
-                                  kind="mergesort").reset_index(drop=True)
-    columns: list[str] = []
-    renames: dict[int, str] = {}
-    for item in tree.select:
-        if item.qualifier is not None and tree.alias is not None and (
-                item.qualifier.lower() != tree.alias.lower()):
-            raise QueryError(f"unknown table alias {item.qualifier!r}", *item.pos)
-        if item.name is None:
-            columns.extend(available)
-            continue
-        col = resolve(item.name, item.quoted, item.pos)
-        if item.alias is not None:
-            renames[len(columns)] = item.alias
-        columns.append(col)
-    out = table[columns]
-    out.columns = [renames.get(i, c) for i, c in enumerate(columns)]
-    return out.reset_index(drop=True)

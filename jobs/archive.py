@@ -192,6 +192,6 @@ def _after(frame: pd.DataFrame, horizon: int | None) -> pd.DataFrame:
 
 
 def _ns(series: pd.Series):  # noqa: ANN202 - numpy int64 array
-    from cep_core.live_archive import time_values
+    from cep_core.runtime.time_axis import time_values
 
     return time_values(series)

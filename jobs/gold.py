@@ -230,7 +230,7 @@ def _spec(query: LiveArchiveQuery):  # noqa: ANN202 - cep_core.live_archive.Live
 
 
 def _ns(series: pd.Series) -> list[int]:
-    from cep_core.live_archive import time_values
+    from cep_core.runtime.time_axis import time_values
 
     return time_values(series).tolist()
 

@@ -56,7 +56,7 @@ STAT_NAMES = ("hits", "misses", "open_misses", "new_keys", "spilled", "replayed"
 def fingerprint(query: LiveArchiveQuery, settings: Settings) -> str:
     """State is only valid for the same live pattern, key, bucket count and state format
     (a changed engine format is replayed from history rather than misread)."""
-    from cep_core.partial_matches import FORMAT_VERSION
+    from cep_core.incremental.store import FORMAT_VERSION
 
     text = (f"{query.id}|{query.version}|{query.key}|{query.live}|"
             f"{settings.partial_match_buckets}|{FORMAT_VERSION}")
@@ -78,8 +78,8 @@ def bucket_step(query: LiveArchiveQuery, settings: Settings,
     capacity, policy = settings.partial_match_capacity, settings.partial_match_policy
 
     def run(events: pd.DataFrame, state: pd.DataFrame) -> pd.DataFrame:
+        from cep_core.incremental.stored_state import ROW_ID, advance
         from cep_core.live_archive import instances_of, time_values
-        from cep_core.stored_state import ROW_ID, advance
 
         if events.empty:
             return _rows({})

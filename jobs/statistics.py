@@ -66,7 +66,7 @@ def arrival_rows(window, start_us: int, bins: int, bin_seconds: int) -> list[dic
     import numpy as np
     from pyspark.sql import functions as F
 
-    from cep_core.statistics import rates_from_counts
+    from cep_core.tuning.statistics import rates_from_counts
 
     binned = window.select(
         "event_type", "source_id",
@@ -89,15 +89,17 @@ def arrival_rows(window, start_us: int, bins: int, bin_seconds: int) -> list[dic
 
 def _time_unit(frame: pd.DataFrame, column: str) -> float:
     """Seconds per unit of an ORDER BY column (timestamps: nanoseconds)."""
-    return 1e-9 if pd.api.types.is_datetime64_any_dtype(frame[column].dtype) else 1.0
+    from cep_core.runtime.time_axis import seconds_per_unit
+
+    return seconds_per_unit(frame[column].dtype)
 
 
 def pattern_rows(query_id: str, side: str, compiled, sample: pd.DataFrame,  # noqa: ANN001
                  rate: float, streams: bool) -> list[dict[str, Any]]:
     """Selectivities of a pattern and its prefixes; with ``streams`` also its transitions,
     per-variable arrival rates and measured per-event costs."""
-    from cep_core.spilling import estimate_transitions
-    from cep_core.statistics import (
+    from cep_core.incremental.spilling import estimate_transitions
+    from cep_core.tuning.statistics import (
         pattern_variables,
         processing_costs,
         selectivities,

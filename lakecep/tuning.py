@@ -144,7 +144,7 @@ def _query_view(query: Any, settings: Settings) -> tuple[str, str, float] | None
 def _allocate(streams: list[dict[str, Any]], share: float, td: float, sigma: float,
               mode: str) -> dict[str, Any]:
     """Split a query's processor share between its streams (seed 002)."""
-    from cep_core import allocation as A
+    from cep_core.tuning import allocation as A
 
     lams = [s["arrival_rate"] for s in streams]
     costs = [s["cost_seconds"] for s in streams]
@@ -196,7 +196,7 @@ def _simulate(streams: list[dict[str, Any]], share: float, td: float, mode: str
               ) -> dict[str, float] | None:
     """Share of complex events on time and correct under the allocation's time-sharing
     (round robin with per-stream budgets) and under FIFO, simulated (seeded)."""
-    from cep_core import simulator as S
+    from cep_core.tuning import simulator as S
 
     lams = [s["arrival_rate"] for s in streams]
     if len(streams) < 2 or sum(lams) <= 0:  # no sequence to get out of order
@@ -219,8 +219,8 @@ def compute(stats: Sequence[Mapping[str, Any]], queries: Sequence[Any],
             settings: Settings) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The tuned configuration for one statistics run (rows of gold.statistics), and its
     rows for gold.allocations (one per query and stream)."""
-    from cep_core import allocation as A
-    from cep_core.statistics import pattern_variables
+    from cep_core.tuning import allocation as A
+    from cep_core.tuning.statistics import pattern_variables
 
     if not stats:
         raise TuningError("no statistics rows: run `lakecep run statistics` first")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cep_core import allocation as A
+from cep_core.tuning import allocation as A
 from lakecep import tuning
 from lakecep.config import load_settings
 from lakecep.queries import load_queries

@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 import cep_core
-from cep_core import ast
-from cep_core.parser import parse, parse_expression
-from cep_core.printer import to_sql
+from cep_core.language import ast
+from cep_core.language.parser import parse, parse_expression
+from cep_core.language.printer import to_sql
 
 QUERIES = [
     "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY id PATTERN (A))",

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cep_core
-from cep_core import ast
-from cep_core.printer import to_sql
+from cep_core.language import ast
+from cep_core.language.printer import to_sql
 
 Path = tuple[tuple[int, str, bool], ...]  # (row, variable, excluded) per matched row
 VARS = ["A", "B", "C"]
@@ -205,7 +205,7 @@ def cases(draw: st.DrawFn) -> Case:
     choice = {v: draw(st.sampled_from([0, 0, 0, *range(1, kinds)])) for v in VARS}
     skip = draw(st.sampled_from(["PAST LAST ROW", "PAST LAST ROW", "TO NEXT ROW",
                                  "TO FIRST", "TO LAST"]))
-    used = cep_core.patterns.pattern_variables(pattern)
+    used = cep_core.compile.patterns.pattern_variables(pattern)
     if skip in ("TO FIRST", "TO LAST"):
         skip = f"{skip} {used[draw(st.integers(0, len(used) - 1))]}" if used else "TO NEXT ROW"
     within = draw(st.one_of(st.none(), st.none(), st.integers(0, 8)))
@@ -215,14 +215,14 @@ def cases(draw: st.DrawFn) -> Case:
 
 def _usable(pattern: ast.Pattern, choice: dict[str, int]) -> dict[str, int]:
     """Conditions that mention A only where A is a variable of the pattern."""
-    used = set(cep_core.patterns.pattern_variables(pattern))
+    used = set(cep_core.compile.patterns.pattern_variables(pattern))
     return {v: 0 if "A." in _conditions(v)[k][0] and "A" not in used else k
             for v, k in choice.items()}
 
 
 def _engine(pattern: ast.Pattern, values: list[int], times: list[int], choice: dict[str, int],
             skip: str, within: int | None, selection: str) -> Outcome:
-    used = set(cep_core.patterns.pattern_variables(pattern))
+    used = set(cep_core.compile.patterns.pattern_variables(pattern))
     choice = _usable(pattern, choice)
     defines = ", ".join(f"{v} AS {_conditions(v)[choice[v]][0]}" for v in VARS if v in used)
     query = (f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY t "
@@ -255,7 +255,7 @@ def _expected(pattern: ast.Pattern, values: list[int], times: list[int], choice:
               skip: str, within: int | None, selection: str) -> Outcome:
     choice = _usable(pattern, choice)
     conds = {v: _conditions(v)[choice[v]][1] for v in VARS}
-    used = set(cep_core.patterns.pattern_variables(pattern))
+    used = set(cep_core.compile.patterns.pattern_variables(pattern))
     if skip != "PAST LAST ROW" and skip != "TO NEXT ROW" and skip.split()[-1] not in used:
         return "skip-var-missing"
     result = reference(pattern, values, times, conds, skip, within, selection)

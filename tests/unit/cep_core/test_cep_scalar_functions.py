@@ -8,10 +8,10 @@ import pytest
 from mr_helpers import rows, run, seq
 
 import cep_core
-from cep_core.expressions import Scope
-from cep_core.parser import parse, parse_expression
-from cep_core.printer import to_sql
-from cep_core.vectorized import _row_by_row, evaluate_condition
+from cep_core.compile.expressions import Scope
+from cep_core.language.parser import parse, parse_expression
+from cep_core.language.printer import to_sql
+from cep_core.runtime.vectorized import _row_by_row, evaluate_condition
 
 T0 = pd.Timestamp("2024-01-01 10:30")
 

@@ -11,9 +11,9 @@ from test_cep_examples import GOLD, _events
 from test_cep_reference import Case, cases
 
 import cep_core
-from cep_core.partial_matches import PartialMatchStore
-from cep_core.printer import to_sql
-from cep_core.streaming import IncrementalMatcher
+from cep_core.incremental.matcher import IncrementalMatcher
+from cep_core.incremental.store import PartialMatchStore
+from cep_core.language.printer import to_sql
 
 
 def _chunks(df: pd.DataFrame, cuts: list[int]) -> list[pd.DataFrame]:
@@ -123,7 +123,7 @@ def test_incremental_agrees_with_whole_table(case: Case, cuts: list[int], restor
     from test_cep_reference import _conditions, _usable
 
     choice = _usable(pattern, choice)
-    used = set(cep_core.patterns.pattern_variables(pattern))
+    used = set(cep_core.compile.patterns.pattern_variables(pattern))
     defines = ", ".join(f"{v} AS {_conditions(v)[choice[v]][0]}" for v in sorted(used))
     query = (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY t "
              f"MEASURES COUNT(*) AS n, LAST(v) AS lv AFTER MATCH SKIP {skip} "
@@ -203,7 +203,7 @@ def test_incremental_rows_agree_with_whole_table(case: Case, cuts: list[int], re
     from test_cep_reference import _conditions, _usable
 
     choice = _usable(pattern, choice)
-    used = set(cep_core.patterns.pattern_variables(pattern))
+    used = set(cep_core.compile.patterns.pattern_variables(pattern))
     defines = ", ".join(f"{v} AS {_conditions(v)[choice[v]][0]}" for v in sorted(used))
     query = (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY t "
              f"MEASURES COUNT(*) AS n, LAST(v) AS lv, FINAL COUNT(*) AS fn, "

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cep_core
-from cep_core.expressions import Scope
-from cep_core.parser import parse_expression
-from cep_core.vectorized import _row_by_row, evaluate_condition
+from cep_core.compile.expressions import Scope
+from cep_core.language.parser import parse_expression
+from cep_core.runtime.vectorized import _row_by_row, evaluate_condition
 
 T0 = pd.Timestamp("2024-01-01 00:00")
 

@@ -1,4 +1,5 @@
-"""The fast path (cep_core.fast) against the general matcher: same matches, rows, measures."""
+"""The fast path (cep_core.runtime.fast) against the general matcher: same matches, rows,
+measures."""
 
 from __future__ import annotations
 

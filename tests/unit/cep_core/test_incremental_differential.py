@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cep_core
-from cep_core.streaming import IncrementalMatcher
+from cep_core import IncrementalMatcher
 
 VARS = ["A", "B", "C"]
 

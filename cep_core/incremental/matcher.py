@@ -1,0 +1,497 @@
+"""Incremental matching: feed batches, get each match once it is final.
+
+:class:`IncrementalMatcher` keeps, per partition key, the rows a future match may still use
+(:mod:`cep_core.partial_matches`). Each ``feed`` merges a batch with the buffered rows of
+the keys it touches, sorts and evaluates the row-local conditions once for all of them, and
+runs the matcher from each partition's next unsettled row. A match (or a failed attempt) is
+final only if it did not depend on rows that have not arrived yet -- the matcher reports
+when an attempt wanted a row past the end of the buffer, unless the WITHIN window has
+already closed. ``flush`` treats the input as complete. Feeding a table in order, in any
+batch sizes, and then flushing gives the same matches as :meth:`CompiledQuery.find_matches`
+on the whole table, and ``feed_table``/``flush_table`` give the output rows of
+:meth:`CompiledQuery.run` (ONE or ALL ROWS PER MATCH; an unmatched row comes out once the
+attempt from it and all earlier attempts of its partition are final). CONSUMPTION modes
+process each row once it arrives, keeping the open instances of each partition
+(:class:`cep_core.consumption.Consumer`) in the store.
+
+With ``capacity`` set, at most that many partition keys stay in memory between feeds; the
+others are spilled to local disk and read back when a batch touches them (TPM or STPM
+policy, :mod:`cep_core.spilling`, ``docs/partial-matches.md``). Spilling changes the cost,
+never the output.
+
+>>> import pandas as pd
+>>> inc = IncrementalMatcher(
+...     "SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n "
+...     "PATTERN (A B+) DEFINE A AS v = 0, B AS v > 0)")
+>>> [m.rows for m in inc.feed(pd.DataFrame({"ts": [1, 2], "v": [0, 1]}))]
+[]
+>>> [m.rows for m in inc.feed(pd.DataFrame({"ts": [3, 4], "v": [0, 1]}))]
+[(0, 1)]
+>>> [m.rows for m in inc.flush()]
+[(2, 3)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd  # type: ignore[import-untyped, unused-ignore]
+
+from ..api import Bound as _Bound
+from ..api import CompiledQuery, compile_query
+from ..api import Partition as _Partition
+from ..compile.expressions import MatchState, to_python, walk
+from ..errors import QueryError
+from ..language import ast
+from ..runtime.consumption import Consumer, Instance
+from ..runtime.matcher import Matcher, RawMatch
+from ..runtime.output import Match
+from ..runtime.output import select as _select
+from ..runtime.time_axis import order_numbers, time_numbers
+from .spilling import (
+    HandedRecords,
+    Progress,
+    SpillManager,
+    SpillStats,
+    TransitionStats,
+    records_from_snapshot,
+    rows_by_key,
+)
+from .store import ROW_ID, PartialMatchStore, PartitionState
+
+Emitted = tuple[list[Match], pd.DataFrame | None]  # matches, output rows (None: none)
+
+
+def lookback(compiled: CompiledQuery) -> int:
+    """How many rows before a match ``PREV`` can reach."""
+    m = compiled.match
+    exprs = [d.condition for d in m.defines] + [me.expr for me in m.measures]
+    reach = 0
+    for expr in exprs:
+        for node in walk(expr):
+            if isinstance(node, ast.Call) and node.name == "PREV":
+                offset = 1
+                if len(node.args) > 1 and isinstance(node.args[1], ast.Literal):
+                    offset = int(node.args[1].value)  # type: ignore[call-overload]
+                reach = max(reach, offset)
+    return reach
+
+
+class IncrementalMatcher:
+    """Match a query over a stream of batches: ``feed``/``flush`` return Match objects,
+    ``feed_table``/``flush_table`` the query's output rows (as ``run`` gives them).
+
+    ``Match.rows`` are global feed numbers: the n-th row ever fed (0-based, counting every
+    batch in order). Rows of a partition must arrive in ORDER BY order across batches;
+    rows that sort before rows already settled are dropped and counted in ``late_rows``.
+
+    Bounded store (``docs/partial-matches.md``): ``capacity`` = the most partition keys kept
+    in memory between feeds (None: unbounded, the default); ``policy`` = ``"tpm"`` (spill
+    the keys that entered memory first) or ``"stpm"`` (spill the lowest
+    ``W = e.t + Δt_i · p_i`` first, with ``transitions`` giving Δt_i and p_i -- a
+    :class:`~cep_core.spilling.TransitionStats` or its dict; without it W = e.t);
+    ``spill_dir`` = where the spill directory is made (default: the temporary directory);
+    ``spill_batch`` = the fewest keys written per spill (ΔR); ``records`` = where spilled
+    keys go: local disk by default, or a :class:`~cep_core.spilling.HandedRecords` the
+    caller persists (the Spark job: a Delta table; the bound is then enforced after the next
+    feed, not when the matcher is made); ``spill_group`` = a function of the key
+    whose equal values are spilled together. Counters: :attr:`spill_stats`.
+    Call :meth:`close` (or use ``with``) to delete the spill files.
+
+    :attr:`matched` is the frame the last feed or flush matched over (the input columns and
+    the feed-number column :data:`~cep_core.partial_matches.ROW_ID`): every row of a match
+    it returned is there, so callers can read a match's rows by feed number.
+    """
+
+    def __init__(self, query: str | CompiledQuery, store: PartialMatchStore | None = None,
+                 *, capacity: int | None = None, policy: str = "tpm",
+                 spill_dir: str | Path | None = None,
+                 transitions: TransitionStats | Mapping[str, Sequence[float]] | None = None,
+                 spill_batch: int = 1, records: HandedRecords | None = None,
+                 spill_group: Callable[[tuple[Any, ...]], Any] | None = None,
+                 _queue: Sequence[tuple[Any, float, float | None]] = ()):
+        self.compiled = query if isinstance(query, CompiledQuery) else compile_query(query)
+        self.store = store or PartialMatchStore()
+        self.fed = 0
+        self.late_rows = 0
+        self.matched: pd.DataFrame | None = None
+        self._spill: SpillManager | None = None
+        if capacity is not None:
+            self._spill = SpillManager(capacity, policy, spill_dir, transitions, spill_batch,
+                                       records, spill_group)
+            self._spill.adopt(self.store, _queue)
+            if records is None:  # a caller-kept store is bounded after its next feed
+                self._spill.enforce(self.store, self._partition_columns(self.store.frame))
+        elif records is not None:
+            raise ValueError("records= needs a capacity (it is where spilled keys go)")
+        self._lookback = lookback(self.compiled)
+        m = self.compiled.match
+        # Only NEXT can read rows that have not arrived yet (CONSUMPTION undoes such rows).
+        self._reads_ahead = any(
+            isinstance(node, ast.Call) and node.name == "NEXT"
+            for expr in [d.condition for d in m.defines] + [me.expr for me in m.measures]
+            for node in walk(expr))
+
+    # ------------------------------------------------------------------ public
+    def feed(self, batch: pd.DataFrame) -> list[Match]:
+        """Add a batch; return the matches that became final, by partition key."""
+        return self._feed(batch, table=False)[0]
+
+    def flush(self) -> list[Match]:
+        """End of input: settle every partition and return the remaining matches."""
+        return self._flush(table=False)[0]
+
+    def feed_table(self, batch: pd.DataFrame) -> pd.DataFrame:
+        """Add a batch; return the query's output rows (as :meth:`CompiledQuery.run` gives
+        them: ONE ROW or ALL ROWS PER MATCH, incl. unmatched rows) that became final."""
+        return self._table(self._feed(batch, table=True)[1], batch)
+
+    def flush_table(self) -> pd.DataFrame:
+        """End of input: the remaining output rows (see :meth:`feed_table`)."""
+        frame = self.store.frame
+        return self._table(self._flush(table=True)[1],
+                           None if frame is None else frame.drop(columns=[ROW_ID]))
+
+    def buffered_rows(self) -> int:
+        """Rows buffered in memory (not counting spilled keys)."""
+        return self.store.buffered_rows()
+
+    @property
+    def spill_stats(self) -> SpillStats | None:
+        """Counters of the bounded store (hits, misses, spilled, ...); None if unbounded."""
+        return None if self._spill is None else self._spill.stats
+
+    def close(self) -> None:
+        """Delete the spill files (keys on disk are lost: flush first)."""
+        if self._spill is not None:
+            self._spill.close()
+
+    def __enter__(self) -> IncrementalMatcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def forget(self, keys: Sequence[tuple[Any, ...]]) -> None:
+        """Drop the state of partition ``keys`` (in memory or spilled), as if never seen:
+        a caller that feeds a key's whole history again (after a late row) calls this
+        first."""
+        store = self.store
+        gone = [k for k in keys if k in store.partitions]
+        for key in gone:
+            del store.partitions[key]
+        if self._spill is not None:
+            for key in gone:
+                self._spill._forget(key)
+            on_disk = [k for k in keys if self._spill.on_disk(k)]
+            if on_disk:
+                self._spill.records.take(on_disk)
+        if gone and store.frame is not None:
+            rows = rows_by_key(store.frame, self._partition_columns(store.frame))
+            keep = np.ones(len(store.frame), dtype=bool)
+            for key in gone:
+                if key in rows:
+                    keep[rows[key]] = False
+            store.frame = store.frame[keep].reset_index(drop=True)
+            store.settled = store.settled[keep]
+
+    def to_bytes(self, *, spilled: bool = True) -> bytes:
+        """The state as bytes; spilled keys are read (without moving them) and saved with
+        it, so the bytes hold everything -- unless ``spilled=False`` (the caller keeps the
+        spilled records itself, see ``records=``)."""
+        extra: dict[str, Any] = {"query": self.compiled.text, "fed": self.fed,
+                                 "late_rows": self.late_rows}
+        if self._spill is not None:
+            extra["queue"] = self._spill.queue()
+            if spilled and self._spill.spilled_keys():
+                extra["spilled"] = self._spill.snapshot()
+        return self.store.to_bytes(extra)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, query: str | CompiledQuery | None = None,
+                   **options: Any) -> IncrementalMatcher:
+        """Restore a matcher saved with :meth:`to_bytes` (the query must be the same).
+        ``options`` are the bounded-store arguments of the constructor (``capacity``, ...);
+        saved spilled keys are read into memory, then spilled again if over capacity."""
+        store, extra = PartialMatchStore.load(data)
+        records_from_snapshot(store, extra.get("spilled", {}))
+        text = extra["query"]
+        if query is None:
+            query = text
+        given = query.text if isinstance(query, CompiledQuery) else query
+        if given != text:
+            raise ValueError("the saved state belongs to a different query")
+        inc = cls(query, store, **options, _queue=extra.get("queue", ()))
+        inc.fed = int(extra["fed"])
+        inc.late_rows = int(extra["late_rows"])
+        return inc
+
+    # ------------------------------------------------------------------ internals
+    def _feed(self, batch: pd.DataFrame, table: bool) -> Emitted:
+        if ROW_ID in batch.columns:
+            raise ValueError(f"input column name {ROW_ID!r} is reserved")
+        self.compiled._bind(batch)  # report unknown columns against the user's columns
+        batch = batch.reset_index(drop=True).assign(
+            **{ROW_ID: np.arange(self.fed, self.fed + len(batch), dtype=np.int64)})
+        self.fed += len(batch)
+        if self._spill is None:
+            return self._process(batch, open_=True, want_table=table)
+        times = time_numbers(batch, self.compiled._bind(batch).order_cols)
+        self._spill.before_feed(self.store, self._keys(batch),
+                                float(times.min()) if len(times) else np.inf)
+        emitted = self._process(batch, open_=True, want_table=table)
+        self._spill.enforce(self.store, self._partition_columns(batch))
+        return emitted
+
+    def _flush(self, table: bool) -> Emitted:
+        if self._spill is not None:
+            self._spill.reload_all(self.store)
+        emitted: Emitted = [], None
+        if self.store.buffered_rows():
+            emitted = self._process(None, open_=False, want_table=table)
+        if self._spill is not None:
+            self._spill.enforce(self.store, self._partition_columns(self.store.frame))
+        return emitted
+
+    def _partition_columns(self, like: pd.DataFrame | None) -> list[str]:
+        """The PARTITION BY columns as named in frames like ``like``."""
+        if like is None or not self.compiled.match.partition_by:
+            return []
+        return self.compiled._bind(like).partition_cols
+
+    def _keys(self, batch: pd.DataFrame) -> list[tuple[Any, ...]]:
+        """The distinct partition keys of ``batch`` (as the matcher makes them)."""
+        cols = self._partition_columns(batch)
+        if not cols:
+            return [()] if len(batch) else []
+        rows = zip(*(batch[c].tolist() for c in cols), strict=True)
+        return list(dict.fromkeys(tuple(to_python(v) for v in row) for row in rows))
+
+    def _table(self, table: pd.DataFrame | None, like: pd.DataFrame | None) -> pd.DataFrame:
+        """``table``, or (if nothing was emitted) an empty result with the columns an input
+        like ``like`` gives."""
+        if table is not None:
+            return table
+        if like is None:
+            return pd.DataFrame()
+        return self.compiled.run(like.iloc[:0])
+
+    def _process(self, batch: pd.DataFrame | None, open_: bool, want_table: bool) -> Emitted:
+        """Merge the buffer with ``batch``, match the partitions that got new rows (all of
+        them when ``open_`` is False), and keep what future matches may still need."""
+        store = self.store
+        frames = [f for f in (store.frame, batch) if f is not None and len(f)]
+        if not frames:
+            self.matched = None
+            return [], None
+        combined = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        old_rows = store.buffered_rows()
+        bound = self.compiled._bind(combined)
+        is_settled = np.concatenate([store.settled, np.zeros(len(combined) - old_rows, bool)])
+        is_new = np.arange(len(combined)) >= old_rows
+        work, positions, bounds = bound._prepare(combined)
+        is_settled, is_new = is_settled[positions], is_new[positions]
+        late = self._late(bounds, is_settled, is_new)
+        if late.any():
+            self.late_rows += int(late.sum())
+            keep_rows = ~late
+            work, positions, bounds = bound._prepare(work[keep_rows].reset_index(drop=True))
+            is_settled = is_settled[keep_rows][positions]
+            is_new = is_new[keep_rows][positions]
+        matcher, st = bound._matcher(work)
+        matcher.open = open_
+        st.open = open_
+        ids = work[ROW_ID].to_numpy()
+        names = self.compiled.variables
+        keep = np.ones(len(work), dtype=bool)
+        settled = np.zeros(len(work), dtype=bool)
+        reach = max(self._lookback, 1)
+        pcols = [work[c] for c in bound.partition_cols]
+        out: list[Match] = []
+        parts: list[_Partition] = []
+        mode = self.compiled.match.consumption
+        spill = self._spill
+        progress = None
+        if spill is not None:
+            progress = Progress(self.compiled, matcher.conditions.local,
+                                time_numbers(work, bound.order_cols))
+            within = self.compiled.match.within
+            if within is not None and len(work) and spill.window == np.inf:
+                spill.window = order_numbers(work[bound.order_cols[0]].iloc[:1], within)[1]
+        try:
+            for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+                marks = np.flatnonzero(is_settled[lo:hi])
+                start = lo + (int(marks[0]) + 1 if len(marks) else 0)
+                if open_ and not is_new[lo:hi].any():
+                    settled[lo:hi] = is_settled[lo:hi]  # untouched partition: keep as is
+                    continue
+                key = tuple(to_python(c.iat[lo]) for c in pcols)
+                state = store.partitions.get(key)
+                if state is None:
+                    state = store.partitions[key] = PartitionState()
+                matcher.begin = lo if state.trimmed == 0 else -1
+                st.lo, st.hi = lo, hi
+                part = _Partition(key, lo, hi, [])
+                if mode is not None:
+                    start, needed = self._consume(bound, matcher, st, mode, key, state, start,
+                                                  lo, hi, ids, names, out, part)
+                else:
+                    start = self._advance(bound, matcher, st, key, state, start, lo, hi, ids,
+                                          names, out, part)
+                    needed = start
+                if part.matches:
+                    parts.append(part)
+                if spill is not None and progress is not None:
+                    first_open = min(start, needed)
+                    weight = 0.0
+                    if spill.policy == "stpm":  # W = e.t + Δt_i · p_i
+                        i = progress.state(first_open, hi)
+                        weight = float(progress.times[hi - 1]) + spill.transitions.weight(i)
+                    spill.touched(key, weight, float(progress.times[first_open])
+                                  if first_open < hi else None)
+                cut = max(lo, min(start, needed) - reach)
+                keep[lo:cut] = False
+                state.trimmed += cut - lo
+                if start > lo:
+                    settled[start - 1] = True
+        except QueryError as err:
+            raise err.with_query(self.compiled.text) from None
+        table = self._output(bound, work.drop(columns=[ROW_ID]), st, parts) if (
+            parts and want_table) else None
+        store.frame = work[keep].reset_index(drop=True)
+        store.settled = settled[keep]
+        self.matched = work
+        return out, table
+
+    def _output(self, bound: _Bound, work: pd.DataFrame, st: MatchState,
+                parts: list[_Partition]) -> pd.DataFrame:
+        """The output rows of the final matches (and unmatched rows) in ``parts``."""
+        st.open = False  # these matches are final: their measures no longer wait
+        try:
+            if self.compiled.match.rows_per_match == "ONE":
+                table = bound._one_row(work, st, parts)
+            else:
+                table = bound._all_rows(work, st, parts)
+            return _select(self.compiled.tree, table)
+        except QueryError as err:
+            raise err.with_query(self.compiled.text) from None
+
+    @staticmethod
+    def _late(bounds: list[int], is_settled: np.ndarray, is_new: np.ndarray) -> np.ndarray:
+        """New rows that sort before their partition's last settled row."""
+        late = np.zeros(len(is_new), dtype=bool)
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+            marks = np.flatnonzero(is_settled[lo:hi])
+            if len(marks):
+                late[lo:lo + int(marks[0])] = is_new[lo:lo + int(marks[0])]
+        return late
+
+    def _advance(self, bound: _Bound, matcher: Matcher, st: MatchState, key: tuple[Any, ...],
+                 state: PartitionState, start: int, lo: int, hi: int, ids: np.ndarray,
+                 names: list[str], out: list[Match], part: _Partition) -> int:
+        """Emit final matches of one partition from ``start``; return the next start.
+
+        A failed attempt is final like a match; with WITH UNMATCHED ROWS its start row is
+        then reported as unmatched unless an emitted match covers it (as in
+        :meth:`Matcher.partition`)."""
+        starts = matcher.starts
+        unmatched = matcher.report_unmatched
+        all_rows = self.compiled.match.rows_per_match != "ONE"
+        covered = start + state.covered  # rows below this belong to an emitted match
+        while start < hi:
+            if starts is not None and not starts[start]:
+                if unmatched and start >= covered:
+                    part.matches.append(RawMatch(start, 0, unmatched=True))
+                start += 1
+                continue
+            matcher.touched_end = False
+            st.touched_end = False
+            st.match_number = state.matches + 1
+            matcher.timeout = None
+            found = matcher._match_at(st, start, lo, hi)
+            if matcher.touched_end or st.touched_end:
+                break  # wait for more rows
+            timed_out = found is None and matcher.timeout is not None
+            if found is None and matcher.timeout is not None:
+                found = matcher.timeout  # EMIT TIMEOUTS: a partial match cut off by the window
+            if found is None:
+                if unmatched and start >= covered:
+                    part.matches.append(RawMatch(start, 0, unmatched=True))
+                start += 1
+                continue
+            rows, labels, excluded = found
+            raw = RawMatch(start, state.matches + 1, rows, labels, excluded, timed_out=timed_out)
+            if not self._emit(bound, st, key, raw, ids, names, out, part, all_rows):
+                break
+            state.matches += 1
+            if not timed_out:
+                if rows:
+                    covered = max(covered, rows[-1] + 1)
+                elif unmatched:
+                    covered = max(covered, start + 1)
+            start = start + 1 if timed_out else bound.skip.next_start(raw)
+        start = min(start, hi)
+        state.covered = max(0, covered - start)
+        return start
+
+    @staticmethod
+    def _emit(bound: _Bound, st: MatchState, key: tuple[Any, ...], raw: RawMatch,
+              ids: np.ndarray, names: list[str], out: list[Match], part: _Partition,
+              all_rows: bool) -> bool:
+        """Compute the measures of ``raw`` and emit it, unless they read rows that have not
+        arrived yet (then return False: the match must wait)."""
+        values = bound._measures_at(st, raw, len(raw.rows))
+        if all_rows:  # RUNNING measures at each output row may read other rows
+            for i in range(len(raw.rows)):
+                bound._measures_at(st, raw, i + 1)
+        if st.touched_end:
+            return False
+        kept = [(r, v) for r, v, x in zip(raw.rows, raw.labels, raw.excluded, strict=True)
+                if not x]
+        out.append(Match(key, raw.number, tuple(int(ids[r]) for r, _ in kept),
+                         tuple(names[v] for _, v in kept),
+                         dict(zip(bound.measure_names, values, strict=True)), raw.timed_out))
+        part.matches.append(raw)
+        return True
+
+    def _consume(self, bound: _Bound, matcher: Matcher, st: MatchState, mode: str,
+                 key: tuple[Any, ...], state: PartitionState, start: int, lo: int, hi: int,
+                 ids: np.ndarray, names: list[str], out: list[Match],
+                 part: _Partition) -> tuple[int, int]:
+        """CONSUMPTION: advance the partition's open instances over rows ``start..hi-1``,
+        emitting the matches they complete. A row whose DEFINE or whose matches' MEASURES
+        read rows that have not arrived yet (NEXT) is undone and waits. Returns the next
+        row to process and the first row the open instances still use."""
+        where = {int(ids[i]): i for i in range(lo, hi)} if state.stages else {}
+        stages: list[list[Instance]] | None = [
+            [([where[x] for x in rows], list(labels)) for rows, labels in stage]
+            for stage in state.stages] or None
+        consumer = Consumer(matcher, st, mode, stages, state.matches)
+        all_rows = self.compiled.match.rows_per_match != "ONE"
+        r = start
+        careful = st.open and self._reads_ahead
+        while r < hi:
+            saved = consumer.snapshot() if careful else None
+            n_out, n_part = len(out), len(part.matches)
+            st.touched_end = False
+            found = consumer.step(r)
+            ok = not st.touched_end
+            for raw in found if ok else []:
+                if not self._emit(bound, st, key, raw, ids, names, out, part, all_rows):
+                    ok = False
+                    break
+            if not ok:
+                assert saved is not None  # st.touched_end is only set when careful
+                consumer.restore(saved)
+                del out[n_out:]
+                del part.matches[n_part:]
+                break
+            r += 1
+        state.matches = consumer.emitted
+        state.stages = [[([int(ids[x]) for x in rows], list(labels)) for rows, labels in stage]
+                        for stage in consumer.stages]
+        needed = min((inst[0][0] for stage in consumer.stages for inst in stage), default=r)
+        return r, min(needed, r)

@@ -1,0 +1,1006 @@
+"""The fast path: vectorised DEFINE evaluation plus an array-based matcher.
+
+For a query whose DEFINE conditions read only the current row, or the current row's
+physical neighbours through ``PREV``/``NEXT`` with constant offsets, every condition is
+evaluated once over the whole partition-sorted table with pandas/numpy (``PREV(x, k)``
+becomes the column ``x`` shifted by ``k`` rows within each partition, NULL beyond it).
+Whether a row satisfies a variable then no longer depends on the match, and the pattern
+matcher becomes a function of a few boolean arrays.
+
+The pattern must be a concatenation of *items*, each a single variable with any quantifier
+(``A``, ``B+``, ``C*?``, ``D{2,5}``, ...). For such a pattern the standard's preferred
+match from a start row is the lexicographically preferred vector of iteration counts
+``(c1, c2, ...)``: the backtracking matcher explores every path with more (greedy) or fewer
+(reluctant) iterations of item 1 before the others, and so on. Because conditions are
+row-local, "items i..k can match starting at position p" (``F_i[p]``) depends on ``p``
+only, so it is computed right to left over the whole table with prefix scans:
+
+* ``run_v[p]``: the number of consecutive rows from ``p`` that satisfy ``v`` (partitions are
+  separated by a virtual row that satisfies nothing, so runs never cross them);
+* item ``i`` at ``p`` may take ``c`` rows for ``low <= c <= min(high, run[p])`` when
+  ``F_{i+1}[p + c]``; greedy takes the largest such ``c`` (the last true ``F_{i+1}`` at or
+  before ``p + cmax``), reluctant the smallest (the next true at or after ``p + low``).
+
+Every start row's preferred match follows by gathering ``choice_i`` along the path. The
+AFTER MATCH SKIP chain (which start rows are actually tried) only visits matches, in a
+short Python loop. MEASURES made of column references, ``FIRST``/``LAST`` with constant
+offsets, ``COUNT(*)``, ``CLASSIFIER()`` and ``MATCH_NUMBER()`` are computed from the match
+segments with numpy; any other measure is evaluated per match with the general compiled
+expressions, so the result is identical to the general matcher's.
+
+Anything else -- alternation, PERMUTE, anchors, exclusion, WITHIN, SKIP TILL NEXT/ANY
+MATCH, ALL ROWS PER MATCH, navigation to other variables, FIRST/LAST/aggregates/
+CLASSIFIER/MATCH_NUMBER in DEFINE -- runs on the general matcher (:mod:`cep_core.matcher`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd  # type: ignore[import-untyped, unused-ignore]
+
+from ..compile.expressions import (
+    SCALAR_FUNCTIONS,
+    MatchState,
+    Scope,
+    children,
+    column_values,
+    to_python,
+    walk,
+)
+from ..errors import QueryError
+from ..language import ast
+from .matcher import RawMatch
+from .output import Match, select
+from .values import LazyColumn
+from .vectorized import evaluate_condition
+
+if TYPE_CHECKING:
+    from ..api import Bound, CompiledQuery
+
+ENGINES = ("auto", "fast", "general")
+ENV_VAR = "LAKECEP_CEP_ENGINE"
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One pattern item: a variable (index) with its quantifier."""
+
+    var: int
+    low: int
+    high: int | None
+    greedy: bool
+
+
+@dataclass(frozen=True)
+class _Measure:
+    """A vectorisable measure: kind in 'nav', 'count', 'number', 'classifier'."""
+
+    kind: str
+    var: frozenset[int] | None = None  # None: every row of the match
+    column: ast.Column | None = None
+    from_end: bool = True
+    offset: int = 0
+
+
+class FastPlan:
+    """The fast-path analysis of one query (no data needed)."""
+
+    def __init__(self, q: CompiledQuery, items: list[_Item],
+                 measures: list[_Measure] | None):
+        self.q = q
+        self.items = items
+        self.measures = measures  # None: evaluate every measure with the general closures
+        self._bound: dict[tuple[str, ...], _FastBound] = {}
+
+    def describe(self) -> str:
+        names = self.q.variables
+        parts = []
+        for it in self.items:
+            hi = "" if it.high is None else str(it.high)
+            parts.append(f"{names[it.var]}{{{it.low},{hi}}}{'' if it.greedy else '?'}")
+        how = "vectorised" if self.measures is not None else "per match"
+        return f"fast: items {' '.join(parts)}; measures {how}"
+
+    def _fast_bound(self, bound: Bound) -> _FastBound:
+        fb = self._bound.get(bound.columns)
+        if fb is None:
+            fb = self._bound[bound.columns] = _FastBound(self, bound)
+        return fb
+
+    # ------------------------------------------------------------------ entry points
+    def find_matches(self, bound: Bound, df: pd.DataFrame) -> list[Match] | None:
+        """Matches as :meth:`CompiledQuery.find_matches` returns them, or None when this
+        input needs the general path (a condition raised an error)."""
+        res = self._fast_bound(bound).match(df)
+        if res is None:
+            return None
+        return res.matches()
+
+    def run(self, bound: Bound, df: pd.DataFrame) -> pd.DataFrame | None:
+        res = self._fast_bound(bound).match(df)
+        if res is None:
+            return None
+        return res.frame()
+
+
+def plan_fast(q: CompiledQuery, engine: str | None = None) -> tuple[FastPlan | None, str]:
+    """Decide the engine for ``q``: (the fast plan or None, a description of the choice).
+
+    ``engine`` is 'auto' (default; the environment variable ``LAKECEP_CEP_ENGINE`` may
+    override it), 'fast' (raise ``ValueError`` if the query is not eligible) or 'general'.
+    """
+    import os
+
+    if engine is None:
+        engine = os.environ.get(ENV_VAR, "auto") or "auto"
+    engine = engine.lower()
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    if engine == "general":
+        return None, "general: forced"
+    reason = _ineligible(q)
+    if reason is None:
+        items = _items(q.match.pattern, {n: i for i, n in enumerate(q.variables)})
+        assert items is not None
+        plan = FastPlan(q, items, _vector_measures(q))
+        return plan, plan.describe()
+    if engine == "fast":
+        raise ValueError(f"the fast path cannot run this query: {reason}")
+    return None, f"general: {reason}"
+
+
+# ---------------------------------------------------------------------- eligibility
+def _ineligible(q: CompiledQuery) -> str | None:
+    m = q.match
+    if m.rows_per_match != "ONE":
+        return "ALL ROWS PER MATCH"
+    if m.selection != "STRICT":
+        return f"SKIP TILL {m.selection} MATCH"
+    if m.within is not None:
+        return "WITHIN"
+    if getattr(m, "consumption", None) is not None:
+        return "CONSUMPTION"
+    if getattr(m, "emit_timeouts", False):
+        return "EMIT TIMEOUTS"
+    if _items(m.pattern, {n: i for i, n in enumerate(q.variables)}) is None:
+        return "pattern is not a concatenation of quantified variables"
+    for d in m.defines:
+        why = _define_problem(d.condition, d.var)
+        if why is not None:
+            return f"DEFINE {d.var}: {why}"
+    return None
+
+
+def _items(p: ast.Pattern, index: dict[str, int]) -> list[_Item] | None:
+    if isinstance(p, ast.Var):
+        return [_Item(index[p.name], 1, 1, True)]
+    if isinstance(p, ast.Group):
+        return _items(p.body, index)
+    if isinstance(p, ast.Concat):
+        out: list[_Item] = []
+        for item in p.items:
+            sub = _items(item, index)
+            if sub is None:
+                return None
+            out += sub
+        return out
+    if isinstance(p, ast.Quantified):
+        body = p.body
+        while isinstance(body, ast.Group):
+            body = body.body
+        if isinstance(body, ast.Var):
+            return [_Item(index[body.name], p.low, p.high, p.greedy)]
+    return None
+
+
+def _define_problem(cond: ast.Expr, var: str) -> str | None:
+    """Why ``cond`` (DEFINE of ``var``) cannot be evaluated over the whole table at once."""
+    for node in _walk_outside_nav(cond):
+        if not isinstance(node, _ROW_NODES):
+            return f"{type(node).__name__} expression"
+        if isinstance(node, ast.Star):
+            return "COUNT(*)-style reference"
+        if isinstance(node, ast.Column) and node.var not in (None, var):
+            return f"reads variable {node.var}"
+        if isinstance(node, ast.Call):
+            if node.name in ("PREV", "NEXT"):
+                if len(node.args) > 1 and not _offset_ok(node.args[1]):
+                    return f"{node.name} offset is not a constant"
+                for inner in walk(node.args[0]):
+                    if not isinstance(inner, _ROW_NODES):
+                        return f"{type(inner).__name__} expression inside {node.name}"
+                    if isinstance(inner, ast.Call) and inner.name not in SCALAR_FUNCTIONS:
+                        return f"{inner.name} inside {node.name}"
+                    if isinstance(inner, ast.Column) and inner.var not in (None, var):
+                        return f"{node.name} of variable {inner.var}"
+                    if isinstance(inner, ast.Star):
+                        return "COUNT(*)-style reference"
+            elif node.name not in SCALAR_FUNCTIONS:
+                return f"uses {node.name}"
+    return None
+
+
+# Expression nodes whose value depends on the current row only (given row-local children).
+_ROW_NODES = (ast.Literal, ast.IntervalLiteral, ast.TimestampLiteral, ast.Column, ast.Unary,
+              ast.Binary, ast.IsNull, ast.Between, ast.InList, ast.Case, ast.Call, ast.Cast,
+              ast.Like)
+
+
+def _offset_ok(arg: ast.Expr) -> bool:
+    return (isinstance(arg, ast.Literal) and isinstance(arg.value, int)
+            and not isinstance(arg.value, bool) and arg.value >= 0)
+
+
+def _walk_outside_nav(expr: ast.Expr) -> list[ast.Expr]:
+    """Nodes of ``expr``, not descending into PREV/NEXT calls (which are returned)."""
+    out: list[ast.Expr] = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if isinstance(node, ast.Call) and node.name in ("PREV", "NEXT"):
+            continue
+        stack.extend(_direct_children(node))
+    return out
+
+
+def _direct_children(node: ast.Expr) -> list[ast.Expr]:
+    return children(node)
+
+
+def _vector_measures(q: CompiledQuery) -> list[_Measure] | None:
+    out: list[_Measure] = []
+    sets = q._sets
+    for me in q.match.measures:
+        e = me.expr
+        if isinstance(e, ast.Column):
+            if e.var is not None and e.var not in sets:
+                return None
+            out.append(_Measure("nav", sets[e.var] if e.var else None, e, True, 0))
+        elif isinstance(e, ast.Call) and e.name in ("FIRST", "LAST") and 1 <= len(e.args) <= 2:
+            col = e.args[0]
+            if not isinstance(col, ast.Column) or (col.var is not None and col.var not in sets):
+                return None
+            offset = 0
+            if len(e.args) == 2:
+                if not _offset_ok(e.args[1]):
+                    return None
+                offset = int(e.args[1].value)  # type: ignore[attr-defined]
+            out.append(_Measure("nav", sets[col.var] if col.var else None, col,
+                                e.name == "LAST", offset))
+        elif isinstance(e, ast.Call) and e.name == "MATCH_NUMBER" and not e.args:
+            out.append(_Measure("number"))
+        elif isinstance(e, ast.Call) and e.name == "CLASSIFIER" and not e.args:
+            out.append(_Measure("classifier"))
+        elif (isinstance(e, ast.Call) and e.name == "COUNT" and len(e.args) == 1
+              and isinstance(e.args[0], ast.Star)):
+            star = e.args[0]
+            if star.var is not None and star.var not in sets:
+                return None
+            out.append(_Measure("count", sets[star.var] if star.var else None))
+        else:
+            return None
+    return out
+
+
+# ---------------------------------------------------------------------- binding
+_SHIFT_PREFIX = "\x00shift"
+
+
+class _FastBound:
+    """A fast plan bound to one input schema."""
+
+    def __init__(self, plan: FastPlan, bound: Bound):
+        self.plan = plan
+        self.bound = bound
+        q = plan.q
+        self.shifts: dict[str, tuple[str, int]] = {}  # helper column -> (column, shift)
+        self.conditions: list[ast.Expr | None] = [None] * len(q.variables)
+        index = {n: i for i, n in enumerate(q.variables)}
+        scope = Scope(bound.columns, q._sets, "DEFINE")
+        for d in q.match.defines:
+            self.conditions[index[d.var]] = self._rewrite(d.condition, scope, 0)
+        self.needed = list(dict.fromkeys(
+            [*bound.used_columns, *(name for name, _ in self.shifts.values())]))
+        self.measure_columns: list[str | None] = []
+        if plan.measures is not None:
+            mscope = Scope(bound.columns, q._sets, "MEASURES")
+            for me in plan.measures:
+                self.measure_columns.append(
+                    mscope.column(me.column) if me.column is not None else None)
+
+    def _rewrite(self, e: ast.Expr, scope: Scope, shift: int) -> ast.Expr:
+        """``e`` with PREV/NEXT replaced by references to shifted helper columns."""
+        if isinstance(e, ast.Call) and e.name in ("PREV", "NEXT"):
+            offset = int(e.args[1].value) if len(e.args) > 1 else 1  # type: ignore[attr-defined]
+            step = -offset if e.name == "PREV" else offset
+            return self._rewrite(e.args[0], scope, shift + step)
+        if isinstance(e, ast.Column):
+            name = scope.column(e)
+            if shift == 0:
+                return ast.Column(name, None, True, e.pos)
+            helper = f"{_SHIFT_PREFIX}{shift}\x00{name}"
+            self.shifts[helper] = (name, shift)
+            return ast.Column(helper, None, True, e.pos)
+        if isinstance(e, ast.Unary):
+            return ast.Unary(e.op, self._rewrite(e.operand, scope, shift), e.pos)
+        if isinstance(e, ast.Binary):
+            return ast.Binary(e.op, self._rewrite(e.left, scope, shift),
+                              self._rewrite(e.right, scope, shift), e.pos)
+        if isinstance(e, ast.IsNull):
+            return ast.IsNull(self._rewrite(e.operand, scope, shift), e.negated, e.pos)
+        if isinstance(e, ast.Between):
+            return ast.Between(self._rewrite(e.operand, scope, shift),
+                               self._rewrite(e.low, scope, shift),
+                               self._rewrite(e.high, scope, shift), e.negated, e.pos)
+        if isinstance(e, ast.InList):
+            return ast.InList(self._rewrite(e.operand, scope, shift),
+                              tuple(self._rewrite(i, scope, shift) for i in e.items),
+                              e.negated, e.pos)
+        if isinstance(e, ast.Case):
+            return ast.Case(
+                None if e.operand is None else self._rewrite(e.operand, scope, shift),
+                tuple((self._rewrite(c, scope, shift), self._rewrite(v, scope, shift))
+                      for c, v in e.whens),
+                None if e.default is None else self._rewrite(e.default, scope, shift),
+                e.pos)
+        if isinstance(e, ast.Cast):
+            return ast.Cast(self._rewrite(e.operand, scope, shift), e.type_name, e.pos)
+        if isinstance(e, ast.Like):
+            return ast.Like(self._rewrite(e.operand, scope, shift),
+                            self._rewrite(e.pattern, scope, shift),
+                            None if e.escape is None else self._rewrite(e.escape, scope, shift),
+                            e.negated, e.pos)
+        if isinstance(e, ast.Call):
+            return ast.Call(e.name, tuple(self._rewrite(a, scope, shift) for a in e.args),
+                            e.semantics, e.pos, e.distinct)
+        return e
+
+    # ------------------------------------------------------------------ matching
+    def match(self, df: pd.DataFrame) -> _Result | None:
+        bound = self.bound
+        work, positions, bounds = prepare(bound, df, self.needed)
+        n = len(positions)
+        nparts = len(bounds) - 1
+        starts_of = np.asarray(bounds[:-1], dtype=np.int64)
+        sizes: np.ndarray = np.diff(np.asarray(bounds, dtype=np.int64))
+        part_of_row = np.repeat(np.arange(nparts, dtype=np.int64), sizes)
+        try:
+            masks = self._masks(work, n, starts_of, part_of_row)
+        except QueryError:
+            return None  # let the general path evaluate (and report) row by row
+        # Padded coordinates: row r of partition j sits at r + j; position hi + j is a
+        # separator that satisfies no variable, so runs never cross partitions.
+        length = n + nparts
+        itype = np.int32 if length < 2**31 - 2 else np.int64
+        pad_of_row = np.arange(n, dtype=itype) + part_of_row.astype(itype)
+        row_of_pad = np.full(length + 1, -1, dtype=itype)
+        row_of_pad[pad_of_row] = np.arange(n, dtype=itype)
+        idx: np.ndarray = np.arange(length + 1, dtype=itype)
+        padded: dict[int, np.ndarray] = {}
+        runs: dict[int, np.ndarray] = {}
+
+        def padded_mask(v: int) -> np.ndarray:
+            if v not in padded:
+                out = np.zeros(length + 1, dtype=bool)
+                mask = masks[v]
+                out[pad_of_row] = True if mask is None else mask
+                padded[v] = out
+            return padded[v]
+
+        def run_of(v: int) -> np.ndarray:
+            if v not in runs:
+                stop = np.where(padded_mask(v), length, idx)
+                runs[v] = np.minimum.accumulate(stop[::-1])[::-1] - idx
+            return runs[v]
+
+        # Right to left: feasible[p] = the remaining items can match from p; choice[p] =
+        # the preferred number of rows for the item at p (None: always one row).
+        feasible = np.ones(length + 1, dtype=bool)
+        all_feasible = True
+        choices: list[np.ndarray | None] = []
+        for it in reversed(self.plan.items):
+            if it.low == 1 and it.high == 1:
+                ok = padded_mask(it.var).copy()
+                if not all_feasible:
+                    ok[:-1] &= feasible[1:]
+                ok[-1] = False
+                feasible, all_feasible = ok, False
+                choices.append(None)
+                continue
+            run = run_of(it.var)
+            cmax = run if it.high is None else np.minimum(run, it.high)
+            if all_feasible:
+                ok = cmax >= it.low
+                choice = cmax if it.greedy else np.full(length + 1, it.low, dtype=itype)
+            elif it.greedy:
+                last_true = np.maximum.accumulate(np.where(feasible, idx, -1))
+                target = last_true[idx + cmax]
+                ok = target >= idx + it.low
+                choice = target - idx
+            else:
+                first_true = np.minimum.accumulate(
+                    np.where(feasible, idx, length + 1)[::-1])[::-1]
+                at = np.minimum(idx + it.low, length)
+                target = first_true[at]
+                ok = (idx + it.low <= length) & (target <= idx + cmax)
+                choice = target - idx
+            feasible, all_feasible = ok, False
+            choices.append(choice)
+        choices.reverse()
+        # Every row where a match starts (if the skip chain tries it), with its segments.
+        real = np.zeros(length + 1, dtype=bool)
+        real[pad_of_row] = True
+        cand = np.flatnonzero(feasible & real).astype(itype)
+        seg_start: list[np.ndarray] = []
+        seg_len: list[np.ndarray] = []
+        pos: np.ndarray = cand
+        for ch in choices:
+            c: np.ndarray = np.ones(len(pos), dtype=itype) if ch is None else ch[pos]
+            seg_start.append(pos)
+            seg_len.append(c)
+            pos = pos + c
+        ends = pos
+        cand_part = part_of_row[row_of_pad[cand]]
+        chosen = self._chain(cand, ends, seg_start, seg_len, cand_part, row_of_pad)
+        cand = cand[chosen]
+        seg_start = [s[chosen] for s in seg_start]
+        seg_len = [c[chosen] for c in seg_len]
+        part = part_of_row[row_of_pad[cand]] if len(cand) else np.zeros(0, dtype=np.int64)
+        # Match numbers restart at 1 in every partition.
+        first_in_part = np.searchsorted(part, np.arange(nparts), side="left")
+        number = np.arange(len(cand), dtype=np.int64) - first_in_part[part] + 1
+        return _Result(self, df, work, positions, bounds, row_of_pad, cand, seg_start,
+                       seg_len, part, number)
+
+    def _masks(self, work: dict[str, pd.Series], n: int, starts_of: np.ndarray,
+               part_of_row: np.ndarray) -> list[np.ndarray | None]:
+        q = self.plan.q
+        rows = np.arange(n, dtype=np.int64)
+        part_lo = starts_of[part_of_row] if n else rows
+        part_hi = np.append(starts_of[1:], n)[part_of_row] if n else rows
+        cache: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}
+
+        def column(name: str) -> tuple[np.ndarray, np.ndarray]:
+            if name.startswith(_SHIFT_PREFIX):
+                source, shift = self.shifts[name]
+            else:
+                source, shift = name, 0
+            key = (source, shift)
+            if key not in cache:
+                cache[key] = _np_column(work[source], shift, rows, part_lo, part_hi)
+            return cache[key]
+
+        frame: pd.DataFrame | None = None
+        out: list[np.ndarray | None] = []
+        for i, cond in enumerate(self.conditions):
+            if cond is None:
+                out.append(None)
+                continue
+            try:
+                value, null = _np_bool(cond, column)
+                out.append(np.broadcast_to(value & ~null, (n,)).copy())
+                continue
+            except _NotSimple:
+                pass
+            if frame is None:
+                extra = {helper: _shifted(work[name], shift, rows, part_lo, part_hi)
+                         for helper, (name, shift) in self.shifts.items()}
+                frame = pd.DataFrame({**work, **extra}, index=pd.RangeIndex(n))
+            columns = tuple(str(c) for c in frame.columns)
+            scope = Scope(columns, q._sets, "DEFINE", q.variables[i])
+            out.append(evaluate_condition(cond, frame, scope))
+        return out
+
+    def _chain(self, cand: np.ndarray, ends: np.ndarray, seg_start: list[np.ndarray],
+               seg_len: list[np.ndarray], cand_part: np.ndarray,
+               row_of_pad: np.ndarray) -> np.ndarray:
+        """Which candidate starts the AFTER MATCH SKIP chain actually reaches."""
+        skip = self.bound.skip
+        m = len(cand)
+        if m == 0:
+            return np.zeros(0, dtype=np.int64)
+        empty = ends == cand
+        if skip.kind == "TO NEXT ROW":
+            return np.arange(m, dtype=np.int64)  # every row is tried
+        if skip.kind == "PAST LAST ROW":
+            resume = np.where(empty, cand + 1, ends)
+        else:
+            resume, bad = self._skip_targets(cand, empty, seg_start, seg_len)
+        nxt = np.searchsorted(cand, resume, side="left").tolist()
+        taken: list[int] = []
+        i = 0
+        if skip.kind == "PAST LAST ROW":
+            while i < m:
+                taken.append(i)
+                i = nxt[i]
+        else:
+            bad_list = bad.tolist()
+            while i < m:
+                taken.append(i)
+                if bad_list[i]:
+                    part = cand_part[taken]
+                    number = int((part == cand_part[i]).sum())
+                    self._raise_skip(i, number, cand, seg_start, seg_len, row_of_pad)
+                i = nxt[i]
+        return np.asarray(taken, dtype=np.int64)
+
+    def _skip_targets(self, cand: np.ndarray, empty: np.ndarray, seg_start: list[np.ndarray],
+                      seg_len: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        skip = self.bound.skip
+        assert skip.var is not None
+        items = list(enumerate(self.plan.items))
+        target = np.full(len(cand), -1, dtype=np.int64)
+        if skip.kind == "TO FIRST":
+            for k, it in reversed(items):
+                if it.var in skip.var:
+                    target = np.where(seg_len[k] > 0, seg_start[k], target)
+        else:
+            for k, it in items:
+                if it.var in skip.var:
+                    target = np.where(seg_len[k] > 0, seg_start[k] + seg_len[k] - 1, target)
+        bad = ~empty & ((target < 0) | (target == cand))
+        resume = np.where(empty, cand + 1, target)
+        return resume, bad
+
+    def _raise_skip(self, i: int, number: int, cand: np.ndarray,
+                    seg_start: list[np.ndarray], seg_len: list[np.ndarray],
+                    row_of_pad: np.ndarray) -> None:
+        """Raise the general matcher's error for the skip after candidate ``i``."""
+        rows: list[int] = []
+        labels: list[int] = []
+        for k, it in enumerate(self.plan.items):
+            s, c = int(seg_start[k][i]), int(seg_len[k][i])
+            if c:
+                base = int(row_of_pad[s])
+                rows += range(base, base + c)
+                labels += [it.var] * c
+        self.bound.skip.next_start(RawMatch(int(row_of_pad[cand[i]]), number, rows, labels,
+                                            [False] * len(rows)))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _shifted(series: pd.Series, shift: int, rows: np.ndarray, part_lo: np.ndarray,
+             part_hi: np.ndarray) -> pd.Series:
+    """``series`` moved by ``shift`` rows (value of row r + shift), NULL outside the
+    partition of row r."""
+    s = series.reset_index(drop=True)
+    if pd.api.types.is_integer_dtype(s.dtype) and not isinstance(s.dtype, pd.CategoricalDtype):
+        s = s.astype("Int64") if str(s.dtype) == "int64" else s
+    elif pd.api.types.is_bool_dtype(s.dtype):
+        s = s.astype("boolean")
+    moved = s.shift(-shift)
+    target = rows + shift
+    outside = (target < part_lo) | (target >= part_hi)
+    if outside.any():
+        moved = moved.mask(outside)
+    return moved
+
+
+class _NotSimple(Exception):
+    """The condition needs the general vectorised evaluator (pandas, or row by row)."""
+
+
+_NP_CMP = {"=": np.equal, "<>": np.not_equal, "!=": np.not_equal, "<": np.less,
+           "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
+_NP_ARITH = {"+": np.add, "-": np.subtract, "*": np.multiply}
+_EXACT = 2**53  # integers up to this compare with floats exactly after conversion
+
+NpValue = tuple[Any, Any]  # (values, NULL mask): arrays or scalars
+
+
+def _np_column(series: pd.Series, shift: int, rows: np.ndarray, part_lo: np.ndarray,
+               part_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A numeric column (moved by ``shift`` rows within partitions) and its NULL mask."""
+    dt = series.dtype
+    if not isinstance(dt, np.dtype) or dt.kind not in "iuf":
+        raise _NotSimple
+    a = series.to_numpy()
+    n = len(a)
+    if shift == 0:
+        moved = a
+        null = np.isnan(a) if dt.kind == "f" else np.zeros(n, dtype=bool)
+        return moved, null
+    moved = np.zeros_like(a)
+    k = abs(shift)
+    if k < n:
+        if shift < 0:
+            moved[k:] = a[:n - k]
+        else:
+            moved[:n - k] = a[k:]
+    target = rows + shift
+    null = (target < part_lo) | (target >= part_hi)
+    if dt.kind == "f":
+        null |= np.isnan(moved)
+    return moved, null
+
+
+def _np_bool(e: ast.Expr, column: Any) -> NpValue:
+    """A condition in SQL three-valued logic with numpy: (value, NULL mask)."""
+    if isinstance(e, ast.Binary) and e.op in ("AND", "OR"):
+        a, an = _np_bool(e.left, column)
+        b, bn = _np_bool(e.right, column)
+        a_true, b_true = a & ~an, b & ~bn
+        a_false, b_false = ~a & ~an, ~b & ~bn
+        if e.op == "AND":
+            true, false = a_true & b_true, a_false | b_false
+        else:
+            true, false = a_true | b_true, a_false & b_false
+        return true, ~true & ~false
+    if isinstance(e, ast.Unary) and e.op == "NOT":
+        a, an = _np_bool(e.operand, column)
+        return ~a, an
+    if isinstance(e, ast.Binary) and e.op in _NP_CMP:
+        x, xn = _np_number(e.left, column)
+        y, yn = _np_number(e.right, column)
+        _check_exact(x, y)
+        return _NP_CMP[e.op](x, y), xn | yn
+    if isinstance(e, ast.IsNull):
+        _, xn = _np_number(e.operand, column)
+        return (~xn if e.negated else xn), np.zeros_like(xn, dtype=bool)
+    raise _NotSimple
+
+
+def _np_number(e: ast.Expr, column: Any) -> NpValue:
+    if isinstance(e, ast.Column):
+        values, null = column(e.name)
+        return values, null
+    if isinstance(e, ast.Literal):
+        v = e.value
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise _NotSimple
+        if isinstance(v, int) and abs(v) >= _EXACT:
+            raise _NotSimple
+        return v, False
+    if isinstance(e, ast.Unary) and e.op in ("-", "+"):
+        x, xn = _np_number(e.operand, column)
+        if not _is_float(x):
+            raise _NotSimple  # integer negation could overflow numpy's int64
+        return (-x if e.op == "-" else x), xn
+    if isinstance(e, ast.Binary) and e.op in _NP_ARITH:
+        x, xn = _np_number(e.left, column)
+        y, yn = _np_number(e.right, column)
+        if not (_is_float(x) or _is_float(y)):
+            raise _NotSimple  # Python integers do not overflow; numpy's do
+        _check_exact(x, y)
+        return _NP_ARITH[e.op](x, y), xn | yn
+    raise _NotSimple
+
+
+def _is_float(x: Any) -> bool:
+    return isinstance(x, float) or (isinstance(x, np.ndarray) and x.dtype.kind == "f")
+
+
+def _check_exact(x: Any, y: Any) -> None:
+    """Comparing or combining an integer with a float: only if numpy's conversion of the
+    integers to float is exact (as Python's mixed comparison is)."""
+    if _is_float(x) == _is_float(y):
+        return
+    ints = y if _is_float(x) else x
+    if isinstance(ints, np.ndarray):
+        if ints.dtype.kind not in "iu":
+            raise _NotSimple
+        if len(ints) and max(abs(int(ints.max())), abs(int(ints.min()))) >= _EXACT:
+            raise _NotSimple
+
+
+# ---------------------------------------------------------------------- sorting
+def prepare(bound: Bound, df: pd.DataFrame, needed: list[str]) -> tuple[
+        dict[str, pd.Series], np.ndarray, list[int]]:
+    """As ``Bound._prepare``: the ``needed`` columns sorted by partition and order keys,
+    the original positions of the sorted rows, and the partition boundaries. Sorts with
+    numpy when the keys allow it (the same order as pandas' stable sort), else pandas."""
+    m = bound.q.match
+    n = len(df)
+
+    def general() -> tuple[dict[str, pd.Series], np.ndarray, list[int]]:
+        work, positions, bounds = bound._prepare(df)
+        return {c: work[c] for c in needed}, positions, bounds
+
+    if n == 0 or len(bound.order_cols) != 1 or m.order_by[0].descending:
+        return general()
+    codes_list: list[np.ndarray] = []
+    for col in bound.partition_cols:
+        codes = _sort_codes(df[col])
+        if codes is None:
+            return general()
+        codes_list.append(codes)
+    order = df[bound.order_cols[0]]
+    dt = order.dtype
+    if not isinstance(dt, np.dtype) or dt.kind not in "iufM":
+        return general()
+    okeys = order.to_numpy()
+    if dt.kind == "f" and np.isnan(okeys).any():
+        return general()
+    if dt.kind == "M" and np.isnat(okeys).any():
+        return general()
+    if codes_list:
+        key = codes_list[0].astype(np.int64)
+        for codes in codes_list[1:]:
+            width = int(codes.max()) + 1
+            if int(key.max()) + 1 > (2**62) // width:
+                return general()
+            key = key * width + codes
+        parts = int(key.max()) + 1
+        small = key.astype(np.int16 if parts < 2**15 else np.int32 if parts < 2**31
+                           else np.int64)
+        if n < 2 or bool((okeys[1:] >= okeys[:-1]).all()):
+            # Already in ORDER BY order (e.g. events in arrival order): a stable sort by
+            # partition keeps it within every partition.
+            perm = np.argsort(small, kind="stable")
+        else:
+            perm = np.lexsort((okeys, small))
+        ks = small[perm]
+        bounds = [0, *(np.flatnonzero(ks[1:] != ks[:-1]) + 1).tolist(), n]
+    else:
+        perm = np.argsort(okeys, kind="stable")
+        bounds = [0, n]
+    identity = bool((perm == np.arange(n)).all())
+    data: dict[str, pd.Series] = {}
+    index = pd.RangeIndex(n)
+    for c in needed:
+        col = df[c]
+        if isinstance(col.dtype, np.dtype):
+            values = col.to_numpy()
+            data[c] = pd.Series(values if identity else values[perm], index=index, name=c)
+        else:
+            data[c] = pd.Series(col.array if identity else col.array.take(perm), index=index,
+                                name=c)
+    return data, perm, bounds
+
+
+def _sort_codes(s: pd.Series) -> np.ndarray | None:
+    """Codes that sort like pandas sorts ``s``, or None (NULLs, mixed types, ...)."""
+    dt = s.dtype
+    if not isinstance(dt, np.dtype) or dt.kind not in "iufO":
+        return None
+    try:
+        codes, uniques = pd.factorize(s, sort=True)
+    except TypeError:
+        return None
+    codes = np.asarray(codes)
+    if len(codes) and int(codes.min()) < 0:
+        return None
+    if dt.kind == "O" and not all(type(u) is str for u in uniques):
+        return None
+    return codes
+
+
+# ---------------------------------------------------------------------- results
+class _Result:
+    """The matches of one input, as arrays over matches (sorted coordinates)."""
+
+    def __init__(self, fb: _FastBound, df: pd.DataFrame, work: dict[str, pd.Series],
+                 positions: np.ndarray,
+                 bounds: list[int], row_of_pad: np.ndarray, cand: np.ndarray,
+                 seg_start: list[np.ndarray], seg_len: list[np.ndarray], part: np.ndarray,
+                 number: np.ndarray):
+        self.fb = fb
+        self.df = df  # the input as given (partition keys are read from it)
+        self.work = work
+        self.positions = positions
+        self.bounds = bounds
+        self.row_of_pad = row_of_pad
+        self.cand = cand
+        self.seg_start = seg_start
+        self.seg_len = seg_len
+        self.part = part
+        self.number = number
+
+    def __len__(self) -> int:
+        return len(self.cand)
+
+    # ------------------------------------------------------------------ measures
+    def _nav_rows(self, me: _Measure) -> np.ndarray:
+        """Sorted row of the measure's navigation target per match, -1 for NULL."""
+        items = list(enumerate(self.fb.plan.items))
+        if me.from_end:
+            items.reverse()
+        found = np.full(len(self.cand), -1, dtype=np.int64)
+        need = np.full(len(self.cand), me.offset, dtype=np.int64)
+        for k, it in items:
+            if me.var is not None and it.var not in me.var:
+                continue
+            c = self.seg_len[k]
+            hit = (found < 0) & (need < c)
+            if me.from_end:
+                at = self.seg_start[k] + c - 1 - need
+            else:
+                at = self.seg_start[k] + need
+            found = np.where(hit, at, found)
+            need = np.where(found < 0, need - c, need)
+        rows = np.where(found >= 0, self.row_of_pad[np.maximum(found, 0)], -1)
+        return rows
+
+    def _measure_values(self) -> list[tuple[pd.Series, np.ndarray | None]]:
+        """Per measure: the values (one per match) and a mask of NULLs (or None)."""
+        fb = self.fb
+        assert fb.plan.measures is not None
+        out: list[tuple[pd.Series, np.ndarray | None]] = []
+        names = fb.plan.q.variables
+        for me, col in zip(fb.plan.measures, fb.measure_columns, strict=True):
+            if me.kind == "nav":
+                assert col is not None
+                rows = self._nav_rows(me)
+                missing = rows < 0
+                values = self.work[col].take(np.maximum(rows, 0)).reset_index(drop=True)
+                out.append((values, missing if missing.any() else None))
+            elif me.kind == "number":
+                out.append((pd.Series(self.number), None))
+            elif me.kind == "count":
+                total = np.zeros(len(self.cand), dtype=np.int64)
+                for k, it in enumerate(fb.plan.items):
+                    if me.var is None or it.var in me.var:
+                        total += self.seg_len[k]
+                out.append((pd.Series(total), None))
+            else:  # classifier: the variable of the last row
+                label = np.full(len(self.cand), -1, dtype=np.int64)
+                for k, it in enumerate(fb.plan.items):
+                    label = np.where(self.seg_len[k] > 0, it.var, label)
+                text = np.array(names + [None], dtype=object)[label]
+                missing = label < 0
+                out.append((pd.Series(text, dtype=object), missing if missing.any() else None))
+        return out
+
+    def _raw(self, i: int) -> RawMatch:
+        rows: list[int] = []
+        labels: list[int] = []
+        row_of_pad = self.row_of_pad
+        for k, it in enumerate(self.fb.plan.items):
+            s, c = int(self.seg_start[k][i]), int(self.seg_len[k][i])
+            if c:
+                base = int(row_of_pad[s])
+                rows += range(base, base + c)
+                labels += [it.var] * c
+        return RawMatch(int(row_of_pad[self.cand[i]]), int(self.number[i]), rows, labels,
+                        [False] * len(rows))
+
+    def _general_measures(self) -> list[list[Any]]:
+        """Every measure per match, with the general compiled expressions."""
+
+        bound = self.fb.bound
+        cols: dict[str, Any] = {c: LazyColumn(self.work[c]) for c in bound.used_columns}
+        st = MatchState(cols, self.fb.plan.q.variables)
+        out: list[list[Any]] = []
+        part = self.part.tolist()
+        for i in range(len(self.cand)):
+            j = part[i]
+            st.lo, st.hi = self.bounds[j], self.bounds[j + 1]
+            raw = self._raw(i)
+            out.append(bound._measures_at(st, raw, len(raw.rows)))
+        return out
+
+    def _keys(self) -> list[tuple[Any, ...]]:
+        pcols = [self.df[c] for c in self.fb.bound.partition_cols]
+        keys = [tuple(to_python(c.iat[int(self.positions[lo])]) for c in pcols)
+                for lo in self.bounds[:-1]]
+        return [keys[j] for j in self.part.tolist()]
+
+    # ------------------------------------------------------------------ outputs
+    def matches(self) -> list[Match]:
+        fb = self.fb
+        bound = fb.bound
+        names = fb.plan.q.variables
+        keys = self._keys()
+        if fb.plan.measures is not None:
+            columns = []
+            for values, missing in self._measure_values():
+                vals = column_values(values)
+                if missing is not None:
+                    for j in np.flatnonzero(missing).tolist():
+                        vals[j] = None
+                columns.append(vals)
+            per_match = [list(t) for t in zip(*columns, strict=True)] if columns else [
+                [] for _ in range(len(self.cand))]
+        else:
+            per_match = self._general_measures()
+        positions = self.positions
+        out: list[Match] = []
+        numbers = self.number.tolist()
+        for i in range(len(self.cand)):
+            raw = self._raw(i)
+            out.append(Match(keys[i], numbers[i], tuple(int(positions[r]) for r in raw.rows),
+                             tuple(names[v] for v in raw.labels),
+                             dict(zip(bound.measure_names, per_match[i], strict=True))))
+        return out
+
+    def frame(self) -> pd.DataFrame:
+
+        bound = self.fb.bound
+        tree = self.fb.plan.q.tree
+        if len(self.cand) == 0:
+            return select(tree, bound._one_row(self.df.reset_index(drop=True),
+                                                MatchState({}, []), []))
+        starts = self.row_of_pad[self.cand]
+        data: dict[str, pd.Series] = {}
+        names = [*bound.partition_cols, *bound.measure_names]
+        columns: list[pd.Series] = []
+        origin = self.positions[starts]
+        for c in bound.partition_cols:
+            columns.append(_like_records(self.df[c].take(origin).reset_index(drop=True),
+                                         None))
+        if self.fb.plan.measures is not None:
+            for values, missing in self._measure_values():
+                columns.append(_like_records(values, missing))
+        else:
+            rows = self._general_measures()
+            for j in range(len(bound.measure_names)):
+                columns.append(_from_python([r[j] for r in rows]))
+        if not names:
+            return select(tree, pd.DataFrame(index=range(len(self.cand))))
+        if len(set(names)) != len(names):
+            # Duplicate names: build as the general path does.
+            records = [list(r) for r in zip(*[c.tolist() for c in columns], strict=True)]
+            return select(tree, pd.DataFrame.from_records(records, columns=names))
+        for name, col in zip(names, columns, strict=True):
+            data[name] = col
+        return select(tree, pd.DataFrame(data))
+
+
+def _from_python(values: list[Any]) -> pd.Series:
+    """A column as ``DataFrame.from_records`` infers it from Python values."""
+    frame = pd.DataFrame.from_records([(v,) for v in values], columns=["v"])
+    return frame["v"]
+
+
+def _like_records(values: pd.Series, missing: np.ndarray | None) -> pd.Series:
+    """``values`` (NULL where ``missing``) typed as the general path's from_records would
+    type the equivalent Python values."""
+    dt = values.dtype
+    n = len(values)
+    has_na = bool(values.isna().any()) if dt.kind in "fOM" or not isinstance(
+        dt, np.dtype) else False
+    if missing is not None and missing.all():
+        return pd.Series([None] * n, dtype=object)
+    if isinstance(dt, np.dtype):
+        if dt == np.int64:
+            if missing is None:
+                return values.reset_index(drop=True)
+            out = values.to_numpy().astype(np.float64)
+            out[missing] = np.nan
+            return pd.Series(out)
+        if dt == np.float64:
+            out = values.to_numpy().copy()
+            if missing is not None:
+                out[missing] = np.nan
+            if np.isnan(out).all():
+                return pd.Series([None] * n, dtype=object)
+            return pd.Series(out)
+        if dt == np.bool_ and missing is None:
+            return values.reset_index(drop=True)
+        if dt == np.dtype(object) and pd.api.types.infer_dtype(values, skipna=True) == "string":
+            arr = values.to_numpy().copy()
+            nulls = values.isna().to_numpy()
+            if missing is not None:
+                nulls = nulls | missing
+            if nulls.all():
+                return pd.Series([None] * n, dtype=object)
+            if nulls.any() or has_na:
+                arr[nulls] = None
+            return pd.Series(arr, dtype=object)
+    if (isinstance(dt, np.dtype) and dt.kind == "M") or isinstance(dt, pd.DatetimeTZDtype):
+        # from_records turns Timestamps into nanosecond columns.
+        target = "datetime64[ns]" if isinstance(dt, np.dtype) else pd.DatetimeTZDtype(
+            "ns", dt.tz)
+        try:
+            out_dt = values.astype(target).reset_index(drop=True)
+        except (ValueError, OverflowError):
+            out_dt = None
+        if out_dt is not None:
+            nulls = out_dt.isna().to_numpy()
+            if missing is not None:
+                nulls = nulls | missing
+            if nulls.all():
+                return pd.Series([None] * n, dtype=object)
+            if missing is not None:
+                out_dt[missing] = pd.NaT
+            return out_dt
+    # Anything else: go through Python values like the general path.
+    py = column_values(values)
+    if missing is not None:
+        for j in np.flatnonzero(missing).tolist():
+            py[j] = None
+    return _from_python(py)

@@ -1,0 +1,75 @@
+"""What a match looks like from outside: :class:`Match` (one match of the pattern in one
+partition) and the outer ``SELECT`` list and ``ORDER BY`` applied to the
+MATCH_RECOGNIZE output table (:func:`select`), shared by every runtime (general, fast,
+incremental, uncertain)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd  # type: ignore[import-untyped, unused-ignore]
+
+from ..errors import QueryError
+from ..language import ast
+
+TIMED_OUT = "timed_out"  # the marker column of EMIT TIMEOUTS
+
+
+@dataclass(frozen=True)
+class Match:
+    """One match of the pattern in one partition.
+
+    ``rows`` are positional indices into the DataFrame given to ``find_matches`` of the rows
+    mapped to pattern variables, in match order, without rows inside ``{- -}`` exclusions;
+    ``labels`` holds the variable of each of those rows. ``measures`` are the MEASURES values
+    as ONE ROW PER MATCH computes them.
+    """
+
+    partition: tuple[Any, ...]
+    match_number: int
+    rows: tuple[int, ...]
+    labels: tuple[str, ...]
+    measures: dict[str, Any]
+    timed_out: bool = False  # EMIT TIMEOUTS: a partial match cut off by the window
+
+
+def select(tree: ast.Query, table: pd.DataFrame) -> pd.DataFrame:
+    """Apply the outer SELECT list and ORDER BY."""
+    available = [str(c) for c in table.columns]
+    lower: dict[str, list[str]] = {}
+    for c in available:
+        lower.setdefault(c.lower(), []).append(c)
+
+    def resolve(name: str, quoted: bool, pos: ast.Pos) -> str:
+        if name in available:
+            return name
+        found = [] if quoted else lower.get(name.lower(), [])
+        if len(found) == 1:
+            return found[0]
+        raise QueryError(f"unknown output column {name!r}; the MATCH_RECOGNIZE output has: "
+                         f"{', '.join(available)}", *pos)
+
+    if tree.order_by:
+        keys = [resolve(s.column.name, s.column.quoted, s.column.pos) for s in tree.order_by]
+        table = table.sort_values(keys, ascending=[not s.descending for s in tree.order_by],
+                                  kind="mergesort").reset_index(drop=True)
+    columns: list[str] = []
+    renames: dict[int, str] = {}
+    for item in tree.select:
+        if item.qualifier is not None and tree.alias is not None and (
+                item.qualifier.lower() != tree.alias.lower()):
+            raise QueryError(f"unknown table alias {item.qualifier!r}", *item.pos)
+        if item.name is None:
+            columns.extend(available)
+            continue
+        col = resolve(item.name, item.quoted, item.pos)
+        if item.alias is not None:
+            renames[len(columns)] = item.alias
+        columns.append(col)
+    out = table[columns]
+    out.columns = [renames.get(i, c) for i, c in enumerate(columns)]
+    return out.reset_index(drop=True)
+
+
+__all__ = ["TIMED_OUT", "Match", "select"]

@@ -1,0 +1,183 @@
+"""cep_core.incremental.stored_state: a bucket's partial matches stored by the caller
+between batches (hot record + per-group spill records, as the gold job keeps them in
+Delta) give exactly
+the matches of one run over all the data, whatever the capacity, policy and batch cuts."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cep_core import compile_query
+from cep_core.incremental.store import ROW_ID
+from cep_core.incremental.stored_state import Advanced, advance
+
+SEQ = compile_query("""SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k, lane ORDER BY ts
+    MEASURES A.id AS a_id, C.id AS c_id ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
+    PATTERN (A B C) WITHIN 8 DEFINE A AS v = 'A', B AS v = 'B', C AS v = 'C')""")
+
+
+class Caller:
+    """What the gold job does with Delta, with dicts: one hot record per bucket and one
+    spill record per group."""
+
+    def __init__(self, buckets: int, capacity: int, policy: str) -> None:
+        self.buckets, self.capacity, self.policy = buckets, capacity, policy
+        self.hot: dict[int, bytes | None] = {}
+        self.spilled: dict[Any, bytes] = {}
+        self.last: dict[Any, Any] = {}
+        self.results: list[Advanced] = []
+        self.distinct = 0  # (call, partition key) pairs fed
+
+    def bucket(self, group: str) -> int:
+        return int(group[1:]) % self.buckets
+
+    def feed(self, batch: pd.DataFrame, replay: frozenset[str] = frozenset()) -> set[tuple]:
+        found = set()
+        for b, rows in batch.groupby(batch["k"].map(self.bucket)):
+            groups = set(rows["k"])
+            out = advance(SEQ, rows.reset_index(drop=True), key="k", hot=self.hot.get(b),
+                          spilled={g: self.spilled[g] for g in groups if g in self.spilled},
+                          replay=groups & replay, capacity=self.capacity, policy=self.policy)
+            self.results.append(out)
+            self.distinct += rows.groupby(["k", "lane"]).ngroups
+            assert out.late_rows == 0
+            self.hot[b] = out.hot
+            for g, record in out.groups.items():
+                if record is None:
+                    self.spilled.pop(g, None)
+                else:
+                    self.spilled[g] = record
+            self.last.update(out.last_time)
+            ids = out.rows.set_index(ROW_ID)["id"] if out.rows is not None else {}
+            found |= {tuple(ids[r] for r in m.rows) for m in out.matches}
+        return found
+
+
+def _truth(frame: pd.DataFrame) -> set[tuple]:
+    return {tuple(frame["id"].iloc[list(m.rows)]) for m in SEQ.find_matches(frame)}
+
+
+def _data(runs: list[tuple[int, int, int]]) -> pd.DataFrame:
+    rows = [(k, lane, letter) for k, lane, j in runs for letter in ("ABC"[:j] or "X")]
+    return pd.DataFrame({"ts": range(len(rows)), "k": [f"k{k}" for k, _, _ in rows],
+                         "lane": [lane for _, lane, _ in rows],
+                         "v": [v for _, _, v in rows], "id": [f"e{i}" for i in range(len(rows))]})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(runs=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 1), st.integers(0, 3)),
+                     max_size=30),
+       cuts=st.lists(st.integers(0, 90), max_size=8), buckets=st.integers(1, 3),
+       capacity=st.integers(1, 3), policy=st.sampled_from(["tpm", "stpm"]))
+def test_stored_state_in_any_batches_equals_one_run(runs, cuts, buckets, capacity, policy):
+    df = _data(runs)
+    edges = [0, *sorted({c % (len(df) + 1) for c in cuts}), len(df)]
+    caller = Caller(buckets, capacity, policy)
+    found: set[tuple] = set()
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        if hi > lo:
+            found |= caller.feed(df.iloc[lo:hi])
+    assert found == _truth(df)
+    # the bound holds between batches; a group is hot or spilled, never both
+    for hot in caller.hot.values():
+        if hot is not None:
+            partitions = pickle.loads(hot)["partitions"]
+            assert len(partitions) <= capacity
+            assert not {k for k, _ in partitions} & set(caller.spilled)
+    # every (batch, key) was a hit, a miss or new; spilling happened when keys outnumbered
+    stats = [r.stats for r in caller.results]
+    assert sum(s.hits + s.misses + s.new_keys for s in stats) == caller.distinct
+    keys = df.groupby(["k", "lane"]).ngroups
+    if keys > capacity * buckets:
+        assert sum(s.spilled for s in stats) > 0
+
+
+def test_counts_hits_misses_and_new_keys():
+    df = _data([(0, 0, 1), (1, 0, 1), (2, 0, 1), (0, 0, 2), (1, 0, 3)])
+    caller = Caller(buckets=1, capacity=1, policy="tpm")
+    found = set().union(*(caller.feed(df.iloc[n:n + 1]) for n in range(len(df))))
+    stats = [r.stats for r in caller.results]
+    # one row per batch: k0 A | k1 A | k2 A | k0 A, B | k1 A, B, C; one key fits in memory,
+    # so k0 and k1 each come back from their spill record once (TPM: oldest out first)
+    assert [sum(getattr(s, n) for s in stats) for n in ("new_keys", "misses", "hits")] == [
+        3, 2, 3]
+    assert sum(s.spilled for s in stats) == 4
+    assert set(caller.spilled) == {"k0", "k2"} and caller.last == {"k0": 4, "k1": 7, "k2": 2}
+    assert found == _truth(df) == {("e5", "e6", "e7")}
+
+
+def test_replay_finds_a_groups_matches_again_from_its_whole_history():
+    df = _data([(0, 0, 3), (1, 0, 3), (0, 0, 2)])
+    caller = Caller(buckets=1, capacity=1, policy="stpm")
+    first = caller.feed(df)
+    assert first == _truth(df)
+    # a late 'C' for k0 right after its second A B: the caller replays k0 with its history
+    late = pd.DataFrame({"ts": [df["ts"].max() + 0.5], "k": ["k0"], "lane": [0], "v": ["C"],
+                         "id": ["late"]})
+    history = pd.concat([df[df["k"] == "k0"], late]).sort_values("ts")
+    again = caller.feed(history.iloc[::-1], replay=frozenset({"k0"}))
+    assert again == _truth(history)
+    assert len(again) == 2 and all(m[0].startswith("e") for m in again)
+
+
+def test_key_must_be_a_partition_column():
+    with pytest.raises(ValueError, match="PARTITION BY the group column 'lane2'"):
+        advance(SEQ, _data([(0, 0, 1)]), key="lane2", hot=None, spilled={}, capacity=1)
+
+
+SIMPLE = compile_query("""SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
+    MEASURES A.id AS a_id ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
+    PATTERN (A B C) DEFINE A AS v = 'A', B AS v = 'B', C AS v = 'C')""")
+
+
+def _rows(rows: list[tuple]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["ts", "k", "v", "id"])
+
+
+def _ids(out: Advanced) -> set[tuple]:
+    ids = out.rows.set_index(ROW_ID)["id"] if out.rows is not None else {}
+    return {tuple(ids[r] for r in m.rows) for m in out.matches}
+
+
+def test_a_lower_capacity_after_restart_still_replays_a_key_whole():
+    history = [(1, "k0", "A", "a0"), (3, "k0", "B", "b0"), (5, "k1", "A", "x0")]
+    first = advance(SIMPLE, _rows(history), key="k", hot=None, spilled={},
+                    replay={"k0", "k1"}, capacity=4)
+    # restarted with capacity 1; a late A of k0 arrives: k0 is fed its whole history again,
+    # none of its old state may survive (it was not spilled while the hot row was restored)
+    replayed = _rows([*history[:2], (2, "k0", "A", "late"), (4, "k0", "C", "c0")])
+    again = advance(SIMPLE, replayed, key="k", hot=first.hot, spilled={}, replay={"k0"},
+                    capacity=1)
+    ordered = replayed.sort_values("ts").reset_index(drop=True)
+    truth = {tuple(ordered["id"].iloc[list(m.rows)]) for m in SIMPLE.find_matches(ordered)}
+    assert _ids(again) == truth == {("late", "b0", "c0")}
+    assert again.late_rows == 0 and again.keys_in_memory == 1
+
+
+def test_stpm_keeps_the_group_just_touched_in_memory():
+    query = SEQ.text.replace("WITHIN 8", "")
+    q = compile_query(query)
+    spilled: dict[str, bytes] = {}
+    hot = None
+    misses = []
+    for rows, replay in (
+            ([(1, "k0", 0, "A"), (2, "k0", 1, "A")], {"k0"}),
+            ([(3, "k1", 0, "A"), (4, "k2", 0, "A")], {"k1", "k2"}),  # k0 is the oldest: out
+            ([(10, "k0", 0, "B")], set()),  # k0 back, now the newest: k1 (t = 3) goes out
+            ([(11, "k0", 0, "C")], set())):  # k0 is hot: no miss
+        frame = pd.DataFrame(rows, columns=["ts", "k", "lane", "v"]).assign(
+            id=lambda f: "e" + f["ts"].astype(str))
+        out = advance(q, frame, key="k", hot=hot, policy="stpm", capacity=3, replay=replay,
+                      spilled={g: spilled[g] for g in set(frame["k"]) if g in spilled})
+        hot = out.hot
+        for g, record in out.groups.items():
+            spilled.pop(g, None) if record is None else spilled.update({g: record})
+        misses.append(out.stats.misses)
+    assert misses == [0, 0, 1, 0]
+    assert set(spilled) == {"k1"}
