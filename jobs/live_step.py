@@ -36,10 +36,11 @@ from typing import Any
 
 import pandas as pd
 
-import schemas
-from jobs.tables import LakeTable
+from lakecep import schemas
 from lakecep.config import Settings
 from lakecep.queries import LiveArchiveQuery
+
+from .tables import LakeTable
 
 BUCKET = "_bucket"
 REPLAY = "_replay"

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from schemas import event_contract
+from lakecep.schemas import event_contract
 
 __all__ = [
     "MAX_TIME",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lakecep.cli import build_parser, main
+from lakecep.jobs.cli import build_parser, main
 
 
 def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
