@@ -37,11 +37,11 @@ def main() -> None:
     home = args.home or Path(tempfile.mkdtemp(prefix="lakecep-bench-"))
     os.environ["LAKECEP_HOME"] = str(home)
 
-    from jobs import bronze, gold, silver
-    from jobs.spark import get_spark
-    from jobs.status import lake_status
     from lakecep.config import load_settings
     from lakecep.generate import generate
+    from lakecep.jobs import bronze, gold, silver
+    from lakecep.jobs.spark import get_spark
+    from lakecep.jobs.status import lake_status
 
     settings = load_settings()
     stages: dict[str, float] = {}

@@ -1,36 +1,5 @@
 """lakecep pipeline DAG: landing JSON lines -> bronze -> silver -> gold -> quality.
 
-This file only wires tasks. Each task runs ``python -m lakecep.cli run <job> --run-id <id>``
-in a child process (``run_lakecep_job`` in ``lakecep_tasks.py``), so nothing heavy (pyspark,
-pandas, great_expectations, cep_core, jobs) is imported when Airflow parses this file. See
-docs/airflow.md.
-"""
-
-from __future__ import annotations
-
-import sys
-from datetime import UTC, datetime, timedelta
-from pathlib import Path as _Path
-
-from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, task
-
-# Assets and the job runner live in dags/lakecep_tasks.py, shared by the DAGs. Airflow
-# puts dags/ on sys.path when it parses a DAG file; a plain DagBag does not.
-if str(_Path(__file__).resolve().parent) not in sys.path:
-    sys.path.insert(0, str(_Path(__file__).resolve().parent))
-
-from lakecep_tasks import (
-    BRONZE_EVENTS,
-    GOLD_COMPLEX_EVENTS,
-    LANDING_EVENTS,
-    QUALITY_RESULTS,
-    SILVER_EVENTS,
-    run_lakecep_job,
-)
-
-DOC_MD = """
-# lakecep pipeline
-
 Runs the lakecep jobs in order, each as `lakecep run <job> --run-id <Airflow run id>` in a
 child process (the Spark jobs never run inside the Airflow worker process):
 
@@ -51,7 +20,25 @@ error message quotes the last lines of the job's stderr; the full output is in t
 
 Configuration comes from the environment of the Airflow components (`LAKECEP_HOME`,
 `LAKECEP_SPARK_MASTER`, ... or `$LAKECEP_HOME/lakecep.toml`), see `docs/airflow.md`.
+
+This file only wires tasks: each task runs `python -m lakecep.jobs.cli run <job> --run-id <id>`
+in a child process (`run_lakecep_job` in `lakecep_tasks.py`), so nothing heavy (pyspark,
+pandas, great_expectations, cep_core, lakecep.jobs) is imported when Airflow parses this file.
 """
+
+from __future__ import annotations
+
+from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, task
+
+from lakecep.dags.lakecep_tasks import (
+    BRONZE_EVENTS,
+    GOLD_COMPLEX_EVENTS,
+    LANDING_EVENTS,
+    QUALITY_RESULTS,
+    SCHEDULED_DAG_DEFAULTS,
+    SILVER_EVENTS,
+    run_lakecep_job,
+)
 
 
 @dag(
@@ -62,18 +49,9 @@ Configuration comes from the environment of the Airflow components (`LAKECEP_HOM
         timetable=CronTriggerTimetable("*/15 * * * *", timezone="UTC"),
         assets=[LANDING_EVENTS],
     ),
-    start_date=datetime(2026, 1, 1, tzinfo=UTC),
-    catchup=False,
-    max_active_runs=1,
-    dagrun_timeout=timedelta(hours=2),
     tags=["lakecep", "pipeline"],
-    doc_md=DOC_MD,
-    default_args={
-        "owner": "lakecep",
-        "retries": 1,
-        "retry_delay": timedelta(seconds=30),
-        "execution_timeout": timedelta(hours=1),
-    },
+    doc_md=__doc__,
+    **SCHEDULED_DAG_DEFAULTS,
 )
 def lakecep_pipeline() -> None:
     @task(task_id="bronze", inlets=[LANDING_EVENTS], outlets=[BRONZE_EVENTS])

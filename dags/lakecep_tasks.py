@@ -1,11 +1,11 @@
-"""Shared pieces of the lakecep DAGs: the lake's Assets and the job runner.
+"""Shared pieces of the lakecep DAGs: the lake's Assets, the DAG defaults and the job runner.
 
 A plain module, not a DAG file (``dags/.airflowignore`` lists it, so the DAG processor does
-not parse it for DAGs). The DAG files import it as ``from lakecep_tasks import ...``: Airflow
-puts the DAG bundle's folder (``dags/``) on ``sys.path`` when it parses a DAG file (DAG
-processor, task runner, ``airflow dags test``). Like the DAG files it imports nothing heavy
-(no pyspark, pandas, great_expectations, cep_core, jobs): a task runs each job in a child
-process. See docs/airflow.md.
+not parse it for DAGs). The DAG files import it as ``from lakecep.dags.lakecep_tasks import
+...``: the ``dags/`` folder is installed as the package ``lakecep.dags``, so the import works
+wherever Airflow parses the DAG files from (no ``sys.path`` set-up). Like the DAG files it
+imports nothing heavy (no pyspark, pandas, great_expectations, cep_core, lakecep.jobs): a task
+runs each job in a child process. See docs/airflow.md.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from __future__ import annotations
 import os
 import sys
 from collections import deque
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from airflow.sdk import Asset
 
@@ -29,6 +31,27 @@ QUALITY_RESULTS = Asset("lakecep://gold/quality_results")
 # Tuning loop (lakecep_tuning): the measured statistics and the tuned configuration.
 STATISTICS = Asset("lakecep://gold/statistics")
 TUNED_CONFIG = Asset("lakecep://tuning/config")
+
+#: Task defaults of the scheduled DAGs (pipeline, tuning): the jobs are idempotent, so one
+#: quick retry; an hour per task at most.
+DEFAULT_ARGS: dict[str, Any] = {
+    "owner": "lakecep",
+    "retries": 1,
+    "retry_delay": timedelta(seconds=30),
+    "execution_timeout": timedelta(hours=1),
+}
+#: ``@dag`` keyword arguments of every lakecep DAG: no catch-up, one run at a time.
+DAG_DEFAULTS: dict[str, Any] = {
+    "start_date": datetime(2026, 1, 1, tzinfo=UTC),
+    "catchup": False,
+    "max_active_runs": 1,
+}
+#: ... and of the scheduled DAGs, which also get the task defaults and a run timeout.
+SCHEDULED_DAG_DEFAULTS: dict[str, Any] = {
+    **DAG_DEFAULTS,
+    "dagrun_timeout": timedelta(hours=2),
+    "default_args": DEFAULT_ARGS,
+}
 
 #: Lines of the job's stderr quoted in the task's error message when it fails.
 ERROR_TAIL_LINES = 40
@@ -60,7 +83,7 @@ def run_lakecep_job(job: str, run_id: str) -> None:
     import subprocess
     import threading
 
-    cmd = [lakecep_python(), "-m", "lakecep.cli", "run", job, "--run-id", run_id]
+    cmd = [lakecep_python(), "-m", "lakecep.jobs.cli", "run", job, "--run-id", run_id]
     print(f"lakecep: running {' '.join(cmd)}", flush=True)
     stderr_tail: deque[str] = deque(maxlen=ERROR_TAIL_LINES)
 

@@ -1,42 +1,7 @@
 """lakecep tuning DAG: measure the workload, then compute and publish a tuned configuration.
 
-The tuning loop of issue 6: ``statistics`` measures what the pipeline sees (rates,
-selectivities, gaps, costs) into ``gold.statistics``; ``tune`` turns the latest statistics into
-an allocation (cep_core.allocation, checked with cep_core.simulator) and writes a versioned
-configuration that the gold job reads when it next starts.
-
-This file only wires tasks. Each task runs ``python -m lakecep.cli run <job> --run-id <id>``
-in a child process (``run_lakecep_job`` in ``lakecep_tasks.py``), so nothing heavy (pyspark,
-pandas, numpy, scipy, cep_core, jobs) is imported when Airflow parses this file. See
-docs/airflow.md.
-"""
-
-from __future__ import annotations
-
-import sys
-from datetime import UTC, datetime, timedelta
-from pathlib import Path as _Path
-
-from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, task
-
-# Assets and the job runner live in dags/lakecep_tasks.py, shared by the DAGs. Airflow
-# puts dags/ on sys.path when it parses a DAG file; a plain DagBag does not.
-if str(_Path(__file__).resolve().parent) not in sys.path:
-    sys.path.insert(0, str(_Path(__file__).resolve().parent))
-
-from lakecep_tasks import (
-    GOLD_COMPLEX_EVENTS,
-    SILVER_EVENTS,
-    STATISTICS,
-    TUNED_CONFIG,
-    run_lakecep_job,
-)
-
-DOC_MD = """
-# lakecep tuning
-
-The tuning loop: measure the workload the pipeline sees, compute an allocation from the
-measurements, and hand the gold job a new configuration. Each task runs
+The tuning loop of issue 6: measure the workload the pipeline sees, compute an allocation
+from the measurements, and hand the gold job a new configuration. Each task runs
 `lakecep run <job> --run-id <Airflow run id>` in a child process.
 
 ```
@@ -67,7 +32,24 @@ The gold job reads the newest `config-vN.json` when it starts (its log says
 
 Schedule: hourly (`0 * * * *` UTC, no catch-up, one run at a time) and whenever
 `lakecep_pipeline` updates `lakecep://gold/complex_events`.
+
+This file only wires tasks: each task runs `python -m lakecep.jobs.cli run <job> --run-id <id>`
+in a child process (`run_lakecep_job` in `lakecep_tasks.py`), so nothing heavy (pyspark,
+pandas, numpy, scipy, cep_core, lakecep.jobs) is imported when Airflow parses this file.
 """
+
+from __future__ import annotations
+
+from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, task
+
+from lakecep.dags.lakecep_tasks import (
+    GOLD_COMPLEX_EVENTS,
+    SCHEDULED_DAG_DEFAULTS,
+    SILVER_EVENTS,
+    STATISTICS,
+    TUNED_CONFIG,
+    run_lakecep_job,
+)
 
 
 @dag(
@@ -78,18 +60,9 @@ Schedule: hourly (`0 * * * *` UTC, no catch-up, one run at a time) and whenever
         timetable=CronTriggerTimetable("0 * * * *", timezone="UTC"),
         assets=[GOLD_COMPLEX_EVENTS],
     ),
-    start_date=datetime(2026, 1, 1, tzinfo=UTC),
-    catchup=False,
-    max_active_runs=1,
-    dagrun_timeout=timedelta(hours=2),
     tags=["lakecep", "tuning"],
-    doc_md=DOC_MD,
-    default_args={
-        "owner": "lakecep",
-        "retries": 1,
-        "retry_delay": timedelta(seconds=30),
-        "execution_timeout": timedelta(hours=1),
-    },
+    doc_md=__doc__,
+    **SCHEDULED_DAG_DEFAULTS,
 )
 def lakecep_tuning() -> None:
     @task(

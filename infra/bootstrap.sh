@@ -32,7 +32,15 @@ if [ -z "$PYTHON" ]; then
   echo "error: lakecep needs Python 3.11 (set LAKECEP_PYTHON=/path/to/python3.11)" >&2
   exit 1
 fi
-stamp_value=$(cat "$ROOT/infra/requirements.lock" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)
+# Editable install in setuptools' lenient mode (its default): an import finder maps the
+# package-dir folders (jobs/ -> lakecep.jobs, schemas/ -> lakecep.schemas, dags/ ->
+# lakecep.dags, ...) and finds modules added to them later; a new package folder needs a line
+# in pyproject, which changes the stamp below and so re-installs. (compat mode, used before,
+# put the repo root on sys.path and ignored the mapping.) The mode is part of the stamp, so
+# venvs installed with another mode are re-installed.
+EDITABLE_MODE=lenient
+stamp_value=$({ cat "$ROOT/infra/requirements.lock" "$ROOT/pyproject.toml"
+                echo "editable_mode=$EDITABLE_MODE"; } | sha256sum | cut -d' ' -f1)
 stamp_file=$VENV/.lakecep-installed
 if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp_value" ]; then
   echo "up to date (lock unchanged)"
@@ -41,13 +49,13 @@ else
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check uv==0.13.9
   echo "installing pinned packages from infra/requirements.lock"
   "$VENV/bin/uv" pip install -p "$VENV/bin/python" -r "$ROOT/infra/requirements.lock"
-  # compat mode: a plain .pth with the repo root, so packages added later import too
-  "$VENV/bin/uv" pip install -p "$VENV/bin/python" --no-deps -C editable_mode=compat -e "$ROOT"
+  "$VENV/bin/uv" pip install -p "$VENV/bin/python" --no-deps \
+    -C editable_mode="$EDITABLE_MODE" -e "$ROOT"
   echo "$stamp_value" > "$stamp_file"
 fi
 
 step "Delta Lake jars"
-"$VENV/bin/python" -m jobs.spark fetch-jars
+"$VENV/bin/python" -m lakecep.jobs.spark fetch-jars
 
 step "Airflow metadata database (SQLite)"
 # shellcheck source=infra/airflow_env.sh

@@ -3,7 +3,7 @@
 * :func:`read_ranges` reads the rows a plan's loads ask for (per key and time range) from
   silver at the pinned version. The filter Spark pushes into the Delta scan is the time
   hull and the key list, so Delta's data skipping (file min/max statistics, made selective
-  by clustering silver on ``(object_id, event_time)``, see :mod:`jobs.optimize`) opens only
+  by clustering silver on ``(object_id, event_time)``, see :mod:`lakecep.jobs.optimize`) opens only
   the files that can hold them. Files and rows actually read come from the executed scan.
 * :class:`RecentBuffer` (RBuffer) keeps the newest silver events in driver memory across
   micro-batches and serves any load whose range starts after its horizon without touching
@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from jobs.streaming import log
+from .streaming import log
 
 TIME = "event_time"
 

@@ -11,9 +11,10 @@ Limits: one landing file must be smaller than 1 GiB (it is read as one value).
 
 from __future__ import annotations
 
-from jobs.streaming import StreamRun, run_stream
-from jobs.tables import LakeTable
 from lakecep.config import Settings
+
+from .streaming import StreamRun, run_stream
+from .tables import LakeTable
 
 QUERY = "bronze_events"
 #: parse_status values (expectations/bronze.events.json checks this set): ``ok`` or the
@@ -86,7 +87,9 @@ def bronze_frame(raw_files, max_line_bytes: int):  # noqa: ANN001, ANN201 - Data
     )
 
 
-def run(spark, settings: Settings, *, continuous: bool = False) -> StreamRun:  # noqa: ANN001
+def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
+        continuous: bool = False) -> StreamRun:
+    del run_id  # a stream: its checkpoint, not a run id, says what was processed
     bronze = LakeTable(spark, settings, "bronze.events").ensure()
     settings.landing.mkdir(parents=True, exist_ok=True)
     files = (

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import schemas
-from jobs.tables import LakeTable
+from lakecep import schemas
 from lakecep.config import Settings
+
+from .tables import LakeTable
 
 
 def register_tables(spark, settings: Settings) -> list[str]:  # noqa: ANN001

@@ -13,7 +13,7 @@ Per batch (:func:`find_live`):
    and its earliest new event is newer than the newest one fed; else *replay* (a new key,
    a late or tied event, or a batch that is run again after a crash).
 2. Feed in-order keys their new events only; feed replay keys their whole history at the
-   pinned silver version, after dropping their state (``cep_core.stored_state.advance``
+   pinned silver version, after dropping their state (``cep_core.incremental.stored_state.advance``
    in one pandas call per bucket, with the bucket's hot row and the spilled rows of the
    batch's in-order keys). A replay re-finds the key's earlier live matches too, so a late
    archive event is joined with the live matches whose RA it falls in; gold's MERGE keeps
@@ -36,10 +36,11 @@ from typing import Any
 
 import pandas as pd
 
-import schemas
-from jobs.tables import LakeTable
+from lakecep import schemas
 from lakecep.config import Settings
 from lakecep.queries import LiveArchiveQuery
+
+from .tables import LakeTable
 
 BUCKET = "_bucket"
 REPLAY = "_replay"

@@ -25,9 +25,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from jobs.streaming import log
-from jobs.tables import LakeTable
 from lakecep.config import Settings
+
+from .streaming import log
+from .tables import LakeTable
 
 COLUMNS = ("object_id", "event_time")
 MARK = "lakecep-optimize"  # commit userMetadata of the rewrite
@@ -48,8 +49,9 @@ def files_since_optimize(spark, table: LakeTable) -> int:  # noqa: ANN001
     return added
 
 
-def run(spark, settings: Settings, *, continuous: bool = False) -> dict[str, Any]:  # noqa: ANN001
-    del continuous  # a one-shot maintenance job
+def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
+        continuous: bool = False) -> dict[str, Any]:
+    del run_id, continuous  # a one-shot maintenance job
     from pyspark.sql import functions as F
 
     table = LakeTable(spark, settings, "silver.events").ensure()

@@ -6,7 +6,7 @@ For every lake table (``bronze.events`` ... ``gold.complex_events``) the suite
 Per expectation one row goes to the Delta table ``gold.quality_results`` (idempotent per
 ``run_id``), and GX Data Docs are built into ``<reports>/data_docs/index.html``.
 
-    from jobs.quality import run_quality
+    from lakecep.jobs.quality import run_quality
     report = run_quality(spark, settings, run_id="2026-11-22T10:00")
     print(report)                  # readable summary; report.success is the overall flag
 
@@ -21,6 +21,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +41,9 @@ TABLES: tuple[str, ...] = (
     "gold.complex_events",
 )
 RESULTS_TABLE = "gold.quality_results"
-EXPECTATIONS_DIR = Path(__file__).resolve().parent.parent / "expectations"
+#: The suites: the repository's ``expectations/`` folder, installed as the package data
+#: ``lakecep.expectations``.
+EXPECTATIONS_DIR = Path(str(files("lakecep.expectations")))
 #: Name of the GX Data Docs site (a local folder, ``<reports>/data_docs``).
 DOCS_SITE = "lakecep_data_docs"
 _DATASOURCE = "lakecep_lake"
@@ -339,7 +342,7 @@ def write_results(
     """
     from delta.tables import DeltaTable
 
-    from schemas import ddl
+    from lakecep.schemas import ddl
 
     path = settings.table_path(RESULTS_TABLE)
     df = spark.createDataFrame(rows, ddl(RESULTS_TABLE))
@@ -394,6 +397,13 @@ def _table_exists(spark: SparkSession, path: Path) -> bool:
     from delta.tables import DeltaTable
 
     return path.exists() and DeltaTable.isDeltaTable(spark, str(path))
+
+
+def run(spark: SparkSession, settings: Settings, *, run_id: str | None = None,
+        continuous: bool = False) -> QualityReport:
+    """The quality job (``lakecep run quality``): :func:`run_quality` on every table."""
+    del continuous  # a batch job: it validates what the tables hold now
+    return run_quality(spark, settings, run_id)
 
 
 def run_quality(

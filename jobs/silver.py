@@ -20,10 +20,11 @@ from collections.abc import Iterator
 
 import pandas as pd
 
-import schemas
-from jobs.streaming import StreamRun, log, run_stream, writer_id
-from jobs.tables import LakeTable
+from lakecep import schemas
 from lakecep.config import Settings
+
+from .streaming import StreamRun, log, run_stream, writer_id
+from .tables import LakeTable
 
 QUERY = "silver_events"
 EVENT_COLUMNS = [
@@ -113,7 +114,9 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
         parsed.unpersist()
 
 
-def run(spark, settings: Settings, *, continuous: bool = False) -> StreamRun:  # noqa: ANN001
+def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
+        continuous: bool = False) -> StreamRun:
+    del run_id  # a stream: its checkpoint, not a run id, says what was processed
     bronze = LakeTable(spark, settings, "bronze.events").ensure()
     app_id = writer_id(settings, QUERY)
 

@@ -1,6 +1,6 @@
 """The one place that builds a SparkSession for lakecep (Delta configured, small defaults).
 
-``python -m jobs.spark fetch-jars`` resolves the Delta jars once (Ivy, falling back to
+``python -m lakecep.jobs.spark fetch-jars`` resolves the Delta jars once (Ivy, falling back to
 Maven with ``infra/pom.xml``) so later sessions start offline from the cache.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,7 +21,10 @@ if TYPE_CHECKING:
 DELTA_VERSION = "4.3.1"
 SCALA_BINARY = "2.13"
 DELTA_PACKAGES = [f"io.delta:delta-spark_{SCALA_BINARY}:{DELTA_VERSION}"]
-ROOT = Path(__file__).resolve().parent.parent
+#: The Spark driver's log4j2 configuration, shipped beside this module (package data).
+LOG4J_CONFIG = Path(str(resources.files("lakecep.jobs") / "log4j2.properties"))
+#: Maven fallback of fetch-jars: the pom of a source checkout (not shipped in the wheel).
+POM = Path(__file__).resolve().parent.parent / "infra" / "pom.xml"
 MAVEN_JARS_DIR = Path(os.environ.get("LAKECEP_JARS_DIR", Path.home() / ".cache/lakecep/jars"))
 IVY_DIR = Path(os.environ.get("LAKECEP_IVY_DIR", Path.home() / ".cache/lakecep/ivy"))
 
@@ -74,7 +78,7 @@ def get_spark(app_name: str = "lakecep", settings: Settings | None = None) -> Sp
         .config(
             "spark.driver.extraJavaOptions",
             f"-Dderby.system.home={settings.home} "
-            f"-Dlog4j.configurationFile=file:{ROOT / 'infra' / 'log4j2.properties'}",
+            f"-Dlog4j.configurationFile=file:{LOG4J_CONFIG}",
         )
     )
     jars = [j for j in settings.spark_jars.split(",") if j] or _maven_jars() or _ivy_jars()
@@ -116,7 +120,7 @@ def fetch_jars() -> None:
         return
     listing = _resolved_jars_file()
     probe = (
-        "from jobs.spark import get_spark; s = get_spark('lakecep-fetch-jars'); "
+        "from lakecep.jobs.spark import get_spark; s = get_spark('lakecep-fetch-jars'); "
         "s.range(1).collect(); "
         "jars = s.sparkContext.getConf().get('spark.jars', ''); s.stop(); "
         "print('\\n'.join(j.removeprefix('file://') for j in jars.split(',') if j), "
@@ -124,15 +128,17 @@ def fetch_jars() -> None:
     )
     print(f"resolving {', '.join(DELTA_PACKAGES)} through Ivy into {IVY_DIR}")
     IVY_DIR.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT)
+    result = subprocess.run([sys.executable, "-c", probe])
     if result.returncode == 0 and _ivy_jars():
         print(f"{len(_ivy_jars())} jars cached, listed in {listing}")
         return
     listing.unlink(missing_ok=True)
     print("Ivy could not fetch the Delta jars; trying Maven with infra/pom.xml", file=sys.stderr)
+    if not POM.is_file():
+        sys.exit(f"error: no {POM} (the Maven fallback needs a source checkout of lakecep)")
     MAVEN_JARS_DIR.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        ["mvn", "-q", "-f", str(ROOT / "infra/pom.xml"), "dependency:copy-dependencies",
+        ["mvn", "-q", "-f", str(POM), "dependency:copy-dependencies",
          f"-DoutputDirectory={MAVEN_JARS_DIR}", "-DincludeScope=runtime"],
         check=True,
     )
@@ -141,5 +147,5 @@ def fetch_jars() -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["fetch-jars"]:
-        sys.exit("usage: python -m jobs.spark fetch-jars")
+        sys.exit("usage: python -m lakecep.jobs.spark fetch-jars")
     fetch_jars()

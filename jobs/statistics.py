@@ -5,7 +5,7 @@ at a pinned version) and appends its rows under one ``run_id`` (a re-run of the 
 replaces them):
 
 - ``arrival_rate`` per event_type and per source_id: events per second, with the Poisson
-  test of ``cep_core.statistics.rates_from_counts`` over bins of ``statistics_bin_seconds``
+  test of ``cep_core.tuning.statistics.rates_from_counts`` over bins of ``statistics_bin_seconds``
   (the counts per group and bin are aggregated by Spark; only the small count matrix comes
   to the driver);
 - per query, on a sample of whole join keys (``statistics_sample_keys``) of the window:
@@ -29,11 +29,12 @@ from typing import Any
 
 import pandas as pd
 
-import schemas
-from jobs.streaming import log
-from jobs.tables import LakeTable
+from lakecep import schemas
 from lakecep.config import Settings
 from lakecep.queries import LiveArchiveQuery, PatternQuery, QueryDefinition, load_queries
+
+from .streaming import log
+from .tables import LakeTable, engine_columns
 
 TABLE = "gold.statistics"
 NAME = "statistics"
@@ -134,11 +135,9 @@ def pattern_rows(query_id: str, side: str, compiled, sample: pd.DataFrame,  # no
 
 
 def _partition_keys(query: QueryDefinition) -> list[str]:
-    from jobs.gold import _compiled
-
     if isinstance(query, LiveArchiveQuery):
         return [query.key]
-    return list(_compiled(query.query).partition_by)
+    return list(query.compiled().partition_by)
 
 
 def sample_of(window, keys: list[str], count: int, columns: list) -> pd.DataFrame:  # noqa: ANN001
@@ -184,12 +183,10 @@ def write(spark, settings: Settings, rows: list[dict[str, Any]], run_id: str) ->
      .option("replaceWhere", f"run_id = '{escaped}'").save(table.path))
 
 
-def run(spark, settings: Settings, *, continuous: bool = False,  # noqa: ANN001
-        queries: list[QueryDefinition] | None = None, run_id: str | None = None,
+def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
+        continuous: bool = False, queries: list[QueryDefinition] | None = None,
         ) -> StatisticsRun:
     from pyspark.sql import functions as F
-
-    from jobs.gold import _compiled, _spec, engine_columns
 
     if continuous:
         raise ValueError("the statistics job is a batch job; schedule it (the lakecep_tuning "
@@ -231,10 +228,10 @@ def run(spark, settings: Settings, *, continuous: bool = False,  # noqa: ANN001
             sample = samples[keys]
             began = time.monotonic()
             if isinstance(query, PatternQuery):
-                rows += pattern_rows(query.id, "pattern", _compiled(query.query), sample, rate,
+                rows += pattern_rows(query.id, "pattern", query.compiled(), sample, rate,
                                      streams=True)
             else:
-                spec = _spec(query)
+                spec = query.spec()
                 rows += pattern_rows(query.id, "live", spec.live, sample, rate, streams=True)
                 rows += pattern_rows(query.id, "archive", spec.archive, sample, rate,
                                      streams=False)

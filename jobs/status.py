@@ -12,8 +12,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobs.tables import LakeTable
 from lakecep.config import Settings
+
+from .tables import LakeTable
 
 
 @dataclass

@@ -6,15 +6,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import schemas
+from lakecep import schemas
 from lakecep.config import Settings
+from lakecep.queries import QueryDefinition, UncertainQuery
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
+
+#: Silver columns handed to the engine (queries may refer to any of them).
+ENGINE_COLUMNS = [
+    "event_id", "object_id", "event_type", "source_id", "event_time",
+    "time_lower", "time_upper", "ingest_time",
+]
+
+
+def engine_columns(queries: Sequence[QueryDefinition]) -> list[Column]:
+    """Silver columns for the engine plus every query's typed ``[attributes]`` (and the
+    ``pmf`` column when an uncertain query runs)."""
+    from pyspark.sql import functions as F
+
+    attributes = dict(a for q in queries for a in q.attributes)
+    pmf = [F.col("pmf")] if any(isinstance(q, UncertainQuery) for q in queries) else []
+    return [F.col(c) for c in ENGINE_COLUMNS] + pmf + [
+        F.col("attributes").getItem(name).cast(kind).alias(name)
+        for name, kind in sorted(attributes.items())]
 
 
 @dataclass(frozen=True)

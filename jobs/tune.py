@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pandas as pd
 
-import schemas
-from jobs.streaming import log
-from jobs.tables import LakeTable
-from lakecep import tuning
+from lakecep import schemas, tuning
 from lakecep.config import Settings
 from lakecep.queries import QueryDefinition, load_queries
+
+from .streaming import log
+from .tables import LakeTable
 
 TABLE = "gold.allocations"
 NAME = "tune"
@@ -54,8 +54,9 @@ def latest_statistics(spark, settings: Settings) -> list[dict]:  # noqa: ANN001
     return rows.astype(object).where(rows.notna(), None).to_dict("records")
 
 
-def run(spark, settings: Settings, *, continuous: bool = False,  # noqa: ANN001
-        queries: list[QueryDefinition] | None = None) -> TuneRun:
+def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
+        continuous: bool = False, queries: list[QueryDefinition] | None = None) -> TuneRun:
+    del run_id  # the configuration records the statistics run it was computed from
     if continuous:
         raise ValueError("the tune job is a batch job; the lakecep_tuning DAG schedules it")
     started = time.monotonic()

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from schemas import event_contract
+from lakecep.schemas import event_contract
 
 __all__ = [
     "MAX_TIME",

@@ -1,5 +1,5 @@
-"""Shipped query definitions (``queries/*.toml``): plain patterns, live-archive joins and
-uncertain-time patterns.
+"""Query definitions: plain patterns, live-archive joins and uncertain-time patterns (the
+shipped ones: ``queries/*.toml``, installed as the package data ``lakecep.shipped_queries``).
 
 A ``pattern`` query is one MATCH_RECOGNIZE statement run over silver. A ``live_archive``
 query joins a pattern on the newly arrived events (``[live]``) with a pattern over the
@@ -17,9 +17,18 @@ import re
 import tomllib
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-QUERIES_DIR = Path(__file__).resolve().parent.parent / "queries"
+if TYPE_CHECKING:
+    from cep_core import CompiledQuery
+    from cep_core.live_archive import LiveArchiveSpec
+
+#: The shipped queries: the repository's ``queries/`` folder, installed as the package data
+#: ``lakecep.shipped_queries`` (``examples/`` holds the stock and uncertain examples).
+QUERIES_DIR = Path(str(resources.files("lakecep.shipped_queries")))
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(second|minute|hour|day)s?\s*$", re.IGNORECASE)
 
 
@@ -32,6 +41,15 @@ ATTRIBUTE_TYPES = ("string", "double", "bigint", "boolean", "timestamp")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+@lru_cache(maxsize=64)
+def compiled_query(text: str) -> CompiledQuery:
+    """``cep_core.compile_query(text)``, compiled once per process: the Spark driver and every
+    Python worker that runs a query keep their compiled queries here."""
+    import cep_core
+
+    return cep_core.compile_query(text)
+
+
 @dataclass(frozen=True)
 class PatternQuery:
     id: str
@@ -39,6 +57,10 @@ class PatternQuery:
     description: str
     query: str
     attributes: tuple[tuple[str, str], ...] = ()
+
+    def compiled(self) -> CompiledQuery:
+        """The compiled MATCH_RECOGNIZE statement (cached per process)."""
+        return compiled_query(self.query)
 
 
 @dataclass(frozen=True)
@@ -56,14 +78,9 @@ class LiveArchiveQuery:
     subwindow: int | None = None
     attributes: tuple[tuple[str, str], ...] = ()
 
-    def spec(self):  # noqa: ANN201 - cep_core.live_archive.LiveArchiveSpec
-        """The engine's view of this query (compiles both patterns)."""
-        import pandas as pd
-
-        from cep_core.live_archive import LiveArchiveSpec
-
-        return LiveArchiveSpec.of(self.live, self.archive, self.key, pd.Timedelta(self.before),
-                                  self.condition)
+    def spec(self) -> LiveArchiveSpec:
+        """The engine's view of this query (both patterns compiled; cached per process)."""
+        return _live_archive_spec(self)
 
     def settings(self, archive_selectivity: float | None = None):  # noqa: ANN201
         """Strategy settings (cep_core.live_archive.StrategySettings) of this query."""
@@ -88,6 +105,20 @@ class UncertainQuery:
     query: str
     method: str = "auto"
     attributes: tuple[tuple[str, str], ...] = ()
+
+    def compiled(self) -> CompiledQuery:
+        """The compiled MATCH_RECOGNIZE statement (cached per process)."""
+        return compiled_query(self.query)
+
+
+@lru_cache(maxsize=64)
+def _live_archive_spec(query: LiveArchiveQuery) -> LiveArchiveSpec:
+    import pandas as pd
+
+    from cep_core.live_archive import LiveArchiveSpec
+
+    return LiveArchiveSpec.of(query.live, query.archive, query.key, pd.Timedelta(query.before),
+                              query.condition)
 
 
 UNCERTAIN_METHODS = ("auto", "dp", "event", "point", "possible_worlds")

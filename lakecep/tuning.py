@@ -340,8 +340,8 @@ def compute(stats: Sequence[Mapping[str, Any]], queries: Sequence[Any],
 
 def transitions_for(config: Mapping[str, Any] | None, query_id: str,
                     seconds_per_unit: float = 1e-9) -> dict[str, list[float]] | None:
-    """STPM's (Δt_i, p_i) for ``cep_core.stored_state.advance`` in the time column's unit
-    (nanoseconds for timestamps), or None."""
+    """STPM's (Δt_i, p_i) for ``cep_core.incremental.stored_state.advance`` in the time
+    column's unit (nanoseconds for timestamps), or None."""
     stpm = ((config or {}).get("queries", {}).get(query_id) or {}).get("stpm")
     if not stpm:
         return None

@@ -1,4 +1,5 @@
-"""One source of truth for the raw event contract and the lake's table schemas.
+"""One source of truth for the raw event contract and the lake's table schemas (installed
+as ``lakecep.schemas``: ``from lakecep import schemas``).
 
 ``events.json`` is the landing contract (checked by :mod:`lakecep.events`);
 ``tables.json`` holds each Delta table's DDL (used by the jobs and the tests).

@@ -40,7 +40,7 @@ def settings(lake_home: Path):  # noqa: ANN201 - lakecep.config.Settings
 @pytest.fixture(scope="session")
 def spark(settings) -> Iterator[object]:  # noqa: ANN001
     """The test session's only SparkSession (local[2], Delta enabled)."""
-    from jobs.spark import get_spark
+    from lakecep.jobs.spark import get_spark
 
     session = get_spark("lakecep-tests", settings)
     yield session
@@ -90,7 +90,7 @@ def pipeline_run(airflow_env: dict[str, str], tmp_path_factory: pytest.TempPathF
     env = {**airflow_env, "LAKECEP_HOME": str(lake_home)}
     python = env["LAKECEP_PYTHON_BIN"]
     generate = subprocess.run(
-        [python, "-m", "lakecep.cli", "generate", "--events", "2000", "--seed", "7"],
+        [python, "-m", "lakecep.jobs.cli", "generate", "--events", "2000", "--seed", "7"],
         env=env, cwd=REPO, capture_output=True, text=True, timeout=300,
     )
     assert generate.returncode == 0, f"lakecep generate failed:\n{generate.stderr[-3000:]}"

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs import gold
-from jobs.status import gold_sequences
-from jobs.tables import LakeTable
 from lakecep.config import load_settings
+from lakecep.jobs import gold
+from lakecep.jobs.status import gold_sequences
+from lakecep.jobs.tables import LakeTable
 from lakecep.queries import LiveArchiveQuery, load_queries
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow, pytest.mark.slow]

@@ -63,7 +63,7 @@ def test_delta_tables_exist(pipeline_run: dict) -> None:
 
 
 def test_nothing_lost_and_gold_equals_ground_truth(pipeline_run: dict, spark) -> None:  # noqa: ANN001
-    from jobs.status import lake_status
+    from lakecep.jobs.status import lake_status
 
     settings = load_settings({"LAKECEP_HOME": str(pipeline_run["lake_home"])})
     truth = json.loads((settings.truth_dir / "truth.json").read_text())
@@ -82,7 +82,7 @@ def test_nothing_lost_and_gold_equals_ground_truth(pipeline_run: dict, spark) ->
 
 
 def test_quality_results_and_data_docs(pipeline_run: dict, spark) -> None:  # noqa: ANN001
-    from jobs.tables import LakeTable
+    from lakecep.jobs.tables import LakeTable
 
     settings = load_settings({"LAKECEP_HOME": str(pipeline_run["lake_home"])})
     rows = LakeTable(spark, settings, "gold.quality_results").read().collect()

@@ -61,7 +61,7 @@ def gold_rerun(tuning_run: dict, tuned_config: dict) -> subprocess.CompletedProc
     """The gold job started again after tuning (it should load config-v1.json)."""
     env = tuning_run["env"]
     return subprocess.run(
-        [env["LAKECEP_PYTHON_BIN"], "-m", "lakecep.cli", "run", "gold"],
+        [env["LAKECEP_PYTHON_BIN"], "-m", "lakecep.jobs.cli", "run", "gold"],
         env=env,
         cwd=REPO,
         capture_output=True,

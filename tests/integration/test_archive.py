@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import schemas
-from jobs import optimize
-from jobs.archive import RecentBuffer, read_ranges
-from jobs.tables import LakeTable
+from lakecep import schemas
+from lakecep.jobs import optimize
+from lakecep.jobs.archive import RecentBuffer, read_ranges
+from lakecep.jobs.tables import LakeTable
 
 pytestmark = pytest.mark.spark
 T0 = datetime(2026, 3, 1)

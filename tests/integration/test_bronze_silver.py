@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs import bronze, silver
-from jobs.status import count_landed_lines, lake_status
-from jobs.tables import LakeTable
+from lakecep.jobs import bronze, silver
+from lakecep.jobs.status import count_landed_lines, lake_status
+from lakecep.jobs.tables import LakeTable
 
 pytestmark = pytest.mark.spark
 

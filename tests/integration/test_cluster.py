@@ -104,7 +104,7 @@ def test_cluster_is_up_and_idempotent(cluster_env: dict[str, str]) -> None:
 JOB = textwrap.dedent(
     """
     import json, sys, time
-    from jobs.spark import get_spark
+    from lakecep.jobs.spark import get_spark
     from lakecep.config import load_settings
 
     settings = load_settings()

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs import bronze, gold, silver
-from jobs.catalog import register_tables
-from jobs.tables import LakeTable
+from lakecep.jobs import bronze, gold, silver
+from lakecep.jobs.catalog import register_tables
+from lakecep.jobs.tables import LakeTable
 
 pytestmark = pytest.mark.spark
 T0 = datetime(2026, 1, 1)

@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from landing_files import BOM, EVENT, build, expected_bronze, landing_file
 
-from jobs import bronze, silver
-from jobs.status import count_landed_lines, lake_status
-from jobs.tables import LakeTable
 from lakecep.events import parse_line
+from lakecep.jobs import bronze, silver
+from lakecep.jobs.status import count_landed_lines, lake_status
+from lakecep.jobs.tables import LakeTable
 
 pytestmark = pytest.mark.spark
 

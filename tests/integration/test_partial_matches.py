@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from jobs import bronze, gold, silver
-from jobs.tables import LakeTable
+from lakecep.jobs import bronze, gold, silver
+from lakecep.jobs.tables import LakeTable
 
 pytestmark = pytest.mark.spark
 T0 = datetime(2026, 3, 1)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-import schemas
-from jobs import quality
+from lakecep import schemas
+from lakecep.jobs import quality
 
 pytestmark = pytest.mark.spark
 
@@ -153,8 +153,8 @@ def test_suite_loads_with_gx_and_matches_the_ddl(table: str) -> None:
 
 
 def test_suites_agree_with_the_jobs_contracts() -> None:
-    from jobs.bronze import PARSE_STATUSES
     from lakecep.events import REASON_CODES
+    from lakecep.jobs.bronze import PARSE_STATUSES
 
     bronze = json.loads(quality.suite_path("bronze.events").read_text())
     (in_set,) = [e for e in bronze["expectations"]

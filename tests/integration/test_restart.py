@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs.status import lake_status
-from jobs.tables import LakeTable
 from lakecep.generate import generate
+from lakecep.jobs.status import lake_status
+from lakecep.jobs.tables import LakeTable
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
@@ -30,7 +30,7 @@ def run_job(job: str, env: dict[str, str], *, kill_after_commits: int | None = N
             table: Path | None = None) -> bool:
     """Run ``lakecep run <job>``; with ``kill_after_commits``, SIGKILL it once ``table`` has
     that many Delta commits. Returns True if the job was killed before it finished."""
-    proc = subprocess.Popen([sys.executable, "-m", "lakecep.cli", "run", job], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "lakecep.jobs.cli", "run", job], cwd=REPO,
                             env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if kill_after_commits is None:

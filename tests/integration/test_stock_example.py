@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from cep_core.live_archive import FrameArchive, detect
-from jobs import bronze, gold, silver
-from jobs.tables import LakeTable
+from lakecep.jobs import bronze, gold, silver
+from lakecep.jobs.tables import LakeTable
 from lakecep.queries import QUERIES_DIR, LiveArchiveQuery, load_queries
 from lakecep.ticks import ticks, write_landing
 

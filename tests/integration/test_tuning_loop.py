@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
-from jobs import bronze, gold, silver, statistics, tune
-from jobs.tables import LakeTable
 from lakecep import tuning
+from lakecep.jobs import bronze, gold, silver, statistics, tune
+from lakecep.jobs.tables import LakeTable
 from lakecep.queries import load_queries
 
 pytestmark = pytest.mark.spark

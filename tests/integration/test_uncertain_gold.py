@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from delta.tables import DeltaTable
 
-from jobs import bronze, gold, silver
-from jobs.tables import LakeTable
+from lakecep.jobs import bronze, gold, silver
+from lakecep.jobs.tables import LakeTable
 from lakecep.queries import QUERIES_DIR
 from lakecep.uncertain_events import parcels, truth, write_landing
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lakecep.cli import build_parser, main
+from lakecep.jobs.cli import build_parser, main
 
 
 def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
@@ -50,3 +50,23 @@ def test_run_rejects_unknown_job() -> None:
     with pytest.raises(SystemExit) as done:
         build_parser().parse_args(["run", "platinum"])
     assert done.value.code == 2
+
+
+def test_job_registry_has_every_job_with_one_signature() -> None:
+    """`lakecep run <job>` finds every job in the explicit registry, and each job's ``run``
+    takes ``(spark, settings, *, run_id=None, continuous=False)``."""
+    import inspect
+
+    from lakecep.jobs.cli import JOBS, TUNING_JOBS, job_runners
+
+    runners = job_runners()
+    assert set(runners) == {*JOBS, *TUNING_JOBS}
+    for name, run in runners.items():
+        params = inspect.signature(run).parameters
+        assert list(params)[:2] == ["spark", "settings"], name
+        for keyword, default in (("run_id", None), ("continuous", False)):
+            assert params[keyword].kind is inspect.Parameter.KEYWORD_ONLY, (name, keyword)
+            assert params[keyword].default is default, (name, keyword)
+        assert run.__module__ == f"lakecep.jobs.{name}", name
+    for name in (*JOBS, *TUNING_JOBS, "all"):  # the command line accepts exactly these
+        assert build_parser().parse_args(["run", name]).job == name

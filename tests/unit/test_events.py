@@ -22,7 +22,7 @@ from lakecep.events import (
     parse_time,
     reason_code,
 )
-from schemas import event_contract
+from lakecep.schemas import event_contract
 
 BASE: dict[str, Any] = {
     "event_id": "ev-1",

@@ -1,6 +1,9 @@
 """The ``lakecep`` command line: generate data, run jobs, query the lake, check counts.
 
-Heavy imports (pyspark, pandas, cep_core) happen inside the commands, so ``--help`` is fast.
+The top of the house: it stands on the jobs (``lakecep run <job>``) and on the pure pipeline
+code in ``lakecep`` (generators, settings); nothing imports it. Console script ``lakecep``,
+or ``python -m lakecep.jobs.cli``. Heavy imports (pyspark, pandas, cep_core) happen inside
+the commands, so ``--help`` is fast.
 """
 
 from __future__ import annotations
@@ -11,16 +14,35 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any, Protocol
 
 from lakecep.config import ConfigError, Settings, load_settings
 
+#: The jobs of ``lakecep run all`` (the lakecep_pipeline DAG), in order.
 JOBS = ("bronze", "silver", "optimize", "gold", "quality")
 #: Jobs of the tuning loop (the lakecep_tuning DAG), not part of ``run all``.
 TUNING_JOBS = ("statistics", "tune")
 
 
+class Job(Protocol):
+    """What every job module's ``run`` looks like."""
+
+    def __call__(self, spark: Any, settings: Settings, *, run_id: str | None = None,
+                 continuous: bool = False) -> object: ...
+
+
+def job_runners() -> dict[str, Job]:
+    """Every job's ``run`` by name (:data:`JOBS` and :data:`TUNING_JOBS`). The job modules
+    are imported here, when a job runs, so that ``lakecep --help`` stays fast."""
+    from . import bronze, gold, optimize, quality, silver, statistics, tune
+
+    return {"bronze": bronze.run, "silver": silver.run, "optimize": optimize.run,
+            "gold": gold.run, "quality": quality.run, "statistics": statistics.run,
+            "tune": tune.run}
+
+
 def _spark(settings: Settings, app: str):  # noqa: ANN202
-    from jobs.spark import get_spark
+    from .spark import get_spark
 
     return get_spark(app, settings)
 
@@ -83,21 +105,15 @@ def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    import importlib
-
+    runners = job_runners()
     jobs = JOBS if args.job == "all" else (args.job,)
     spark = _spark(settings, f"lakecep-{args.job}")
     try:
         for job in jobs:
             started = time.monotonic()
             print(f"==> {job}", file=sys.stderr, flush=True)
-            module = importlib.import_module(f"jobs.{job}")
-            if job == "quality":
-                result = module.run_quality(spark, settings, run_id=args.run_id)
-            elif job == "statistics":
-                result = module.run(spark, settings, run_id=args.run_id)
-            else:
-                result = module.run(spark, settings, continuous=args.continuous)
+            result = runners[job](spark, settings, run_id=args.run_id,
+                                  continuous=args.continuous)
             print(result)
             print(f"    {job} done in {time.monotonic() - started:.1f}s", file=sys.stderr)
     finally:
@@ -106,7 +122,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_sql(args: argparse.Namespace, settings: Settings) -> int:
-    from jobs.catalog import register_tables
+    from .catalog import register_tables
 
     spark = _spark(settings, "lakecep-sql")
     try:
@@ -134,7 +150,7 @@ def cmd_sql(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    from jobs.status import lake_status
+    from .status import lake_status
 
     spark = _spark(settings, "lakecep-status")
     try:

@@ -1,0 +1,108 @@
+"""Rows of the gold tables: what every query kind of the gold job shares.
+
+Stable ids (:func:`match_id`), measures as text, the lineage of a match's sub-events, and
+the conversion of column lists into the ``gold.complex_events`` frame an ``applyInPandas``
+function returns. Also the key bucketing that makes one engine call per bucket of keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+
+from lakecep import schemas
+
+GOLD = "gold.complex_events"
+GOLD_DDL = schemas.ddl(GOLD).replace(" NOT NULL", "")
+#: Column of the key bucket that groups keys into one engine call.
+BUCKET = "_bucket"
+
+
+def match_id(query_id: str, *id_groups: Sequence[str]) -> str:
+    """Stable id of a match: a hash of the query and the ids of its sub-events."""
+    text = query_id + "".join("|" + ",".join(ids) for ids in id_groups)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def as_text(value: Any) -> str | None:
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return None
+    if isinstance(value, pd.Timestamp | datetime):
+        return pd.Timestamp(value).isoformat()
+    return str(value)
+
+
+def measures(values: dict[str, Any]) -> dict[str, str | None]:
+    """A match's measures as the ``map<string, string>`` of the gold tables."""
+    return {name.lower(): as_text(value) for name, value in values.items()}
+
+
+def time_ns(series: pd.Series) -> list[int]:
+    """Event times as int nanoseconds (the engine's time axis)."""
+    from cep_core.runtime.time_axis import time_values
+
+    return time_values(series).tolist()
+
+
+class Lineage:
+    """Per-row lineage columns of one frame as plain lists, so that gathering a match's
+    sub-events costs list indexing, not a pandas ``iloc`` per match."""
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        self.ids: list[str] = frame["event_id"].tolist()
+        self.times = time_ns(frame["event_time"])
+        self.ingest = time_ns(frame["ingest_time"])
+
+    def gather(self, rows: Sequence[int]) -> tuple[list[str], int | None, int | None, int | None]:
+        """Event ids, first and last event time, newest ingest time (ns) of ``rows``."""
+        if not rows:
+            return [], None, None, None
+        times = [self.times[i] for i in rows]
+        return ([self.ids[i] for i in rows], min(times), max(times),
+                max(self.ingest[i] for i in rows))
+
+
+def empty_columns() -> dict[str, list[Any]]:
+    """Empty column lists of ``gold.complex_events`` (plus ``_ingest``, the newest ingest time
+    in ns, from which :func:`gold_frame` computes the detection latency)."""
+    names = [*schemas.columns(GOLD), "_ingest"]
+    return {n: [] for n in names if n not in ("detection_time", "detection_latency_ms")}
+
+
+def gold_frame(columns: dict[str, list[Any]], detected: pd.Timestamp) -> pd.DataFrame:
+    """Gold rows from column lists; time columns given as int ns (None for missing)."""
+    for name in ("start_time", "end_time"):
+        columns[name] = pd.to_datetime(pd.array(columns[name], dtype="Int64"), unit="ns")
+    latency = pd.array(columns.pop("_ingest"), dtype="Int64")
+    columns["detection_latency_ms"] = (detected.value - latency) // 1_000_000
+    columns["detection_time"] = pd.to_datetime([detected] * len(latency))
+    return data_frame(columns)[schemas.columns(GOLD)]
+
+
+def data_frame(columns: dict[str, Any]) -> pd.DataFrame:
+    """Like ``pd.DataFrame(columns)``, but empty list columns stay ``object`` (pandas would
+    make them float64, which Arrow cannot turn into Spark's map and array types)."""
+    return pd.DataFrame({
+        name: pd.Series(values, dtype=object) if isinstance(values, list) and not values
+        else values
+        for name, values in columns.items()
+    })
+
+
+def bucketed(frame, keys: Sequence[str], buckets: int):  # noqa: ANN001, ANN201
+    """``frame`` with the :data:`BUCKET` column: a hash of ``keys`` modulo ``buckets``."""
+    from pyspark.sql import functions as F
+
+    bucket = F.pmod(F.hash(*keys), F.lit(buckets)) if keys else F.lit(0)
+    return frame.withColumn(BUCKET, bucket)
+
+
+def history_of(history, new_events, keys: Sequence[str]):  # noqa: ANN001, ANN201
+    """The ``history`` rows of the keys ``new_events`` touched (all of it without keys)."""
+    if not keys:
+        return history
+    return history.join(new_events.select(*keys).distinct(), list(keys), "left_semi")

@@ -1,0 +1,193 @@
+"""The built wheel: one namespace, every module importable, the data the code loads shipped.
+
+Builds the wheel from a copy of the package folders (so the build leaves nothing in the
+repository), installs it with the pinned dependencies into a fresh virtual environment and,
+from a directory outside the repository, imports every module of ``lakecep`` and
+``cep_core``, finds the package data through ``importlib.resources``, runs ``lakecep --help``
+and checks that no other top-level name (``jobs``, ``schemas``, ...) was installed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+from lakecep_testing import clean_env
+
+REPO = Path(__file__).resolve().parent.parent
+UV = Path(sys.executable).with_name("uv")
+
+pytestmark = pytest.mark.slow
+
+#: Top-level names that must not be installed (they clash with other distributions).
+CLASHING = ["jobs", "schemas", "dags", "expectations", "queries", "lakecep_tasks", "tests",
+            "benchmarks", "infra"]
+
+
+def _run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, **kwargs)
+    assert result.returncode == 0, (
+        f"{' '.join(cmd)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+def _source_folders() -> dict[str, Path]:
+    """Package name -> source folder, from pyproject (cep_core and lakecep map to themselves)."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    mapped = config.get("package-dir", {})
+    return {name: REPO / mapped.get(name, name.replace(".", "/"))
+            for name in config["packages"] if "." not in name or name in mapped}
+
+
+def _expected_modules() -> set[str]:
+    """Every module the source folders hold, under its installed name."""
+    names = set()
+    for package, folder in _source_folders().items():
+        for path in folder.rglob("*.py"):
+            if "__pycache__" in path.parts:
+                continue
+            parts = path.relative_to(folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            names.add(".".join((package, *parts)))
+    return names
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    source = tmp_path_factory.mktemp("source")
+    shutil.copy(REPO / "pyproject.toml", source)
+    shutil.copy(REPO / "README.md", source)
+    folders = {folder.relative_to(REPO).parts[0] for folder in _source_folders().values()}
+    for name in sorted(folders):
+        shutil.copytree(REPO / name, source / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    out = tmp_path_factory.mktemp("dist")
+    _run([str(UV), "build", "--wheel", "--out-dir", str(out), str(source)])
+    (built,) = out.glob("lakecep-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with the pinned dependencies and the wheel (uv's cache makes it quick)."""
+    root = tmp_path_factory.mktemp("wheel_venv") / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(root)])
+    python = str(root / "bin" / "python")
+    _run([str(UV), "pip", "install", "-q", "-p", python, "-r",
+          str(REPO / "infra" / "requirements.lock")])
+    _run([str(UV), "pip", "install", "-q", "-p", python, "--no-deps", str(wheel)])
+    return root
+
+
+@pytest.fixture(scope="module")
+def installed(venv: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """What the installed package looks like from a directory outside the repository."""
+    outside = tmp_path_factory.mktemp("outside")
+    env = clean_env()
+    env.pop("PYTHONPATH", None)
+    env.update({"AIRFLOW_HOME": str(outside / "airflow"), "LAKECEP_HOME": str(outside / "home"),
+                "AIRFLOW__CORE__LOAD_EXAMPLES": "False"})
+    script = textwrap.dedent(
+        """
+        import importlib, json, pkgutil, sys
+        from importlib.resources import files
+
+        out = {"modules": {}, "errors": {}, "clashing": {}}
+        for top in ("cep_core", "lakecep"):
+            package = importlib.import_module(top)
+            out["modules"][top] = package.__file__
+            for info in pkgutil.walk_packages(package.__path__, top + "."):
+                try:
+                    out["modules"][info.name] = importlib.import_module(info.name).__file__
+                except Exception as exc:  # reported by the test, with the module's name
+                    out["errors"][info.name] = f"{type(exc).__name__}: {exc}"
+        for name in sys.argv[1].split(","):
+            try:
+                importlib.import_module(name)
+                out["clashing"][name] = "imported"
+            except ModuleNotFoundError:
+                pass
+
+        def listing(package):
+            return sorted(p.name for p in files(package).iterdir()
+                          if not p.name.startswith("__"))
+
+        from lakecep.jobs import quality, spark
+        from lakecep.queries import QUERIES_DIR, load_queries
+        out["expectations"] = listing("lakecep.expectations")
+        out["suite"] = str(quality.suite_path("silver.events"))
+        out["queries"] = listing("lakecep.shipped_queries")
+        out["examples"] = sorted(p.name for p in (QUERIES_DIR / "examples").glob("*.toml"))
+        out["loaded_queries"] = [q.id for q in load_queries()]
+        out["dags"] = listing("lakecep.dags")
+        out["log4j"] = str(spark.LOG4J_CONFIG)
+        out["log4j_exists"] = spark.LOG4J_CONFIG.is_file()
+        out["site"] = str(files("lakecep").parent)
+        print(json.dumps(out))
+        """
+    )
+    result = _run([str(venv / "bin" / "python"), "-c", script, ",".join(CLASHING)],
+                  cwd=outside, env=env)
+    data = json.loads(result.stdout.strip().splitlines()[-1])
+    data["help"] = _run([str(venv / "bin" / "lakecep"), "--help"], cwd=outside, env=env).stdout
+    return data
+
+
+def test_wheel_holds_only_the_two_packages(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        tops = {name.split("/")[0] for name in archive.namelist()}
+    assert tops == {"cep_core", "lakecep", "lakecep-0.1.0.dist-info"}
+
+
+def test_every_module_imports_from_the_installed_wheel(installed: dict) -> None:
+    assert installed["errors"] == {}
+    # Every source module is in the wheel, under its lakecep.* name ...
+    assert set(installed["modules"]) == _expected_modules()
+    # ... and was imported from the venv, not from the repository.
+    site = installed["site"]
+    outside = {m: f for m, f in installed["modules"].items() if not f.startswith(site)}
+    assert outside == {}
+    assert not site.startswith(str(REPO))
+
+
+def test_no_clashing_top_level_names(installed: dict) -> None:
+    """``import jobs`` / ``import schemas`` (and the other folder names) fail."""
+    assert installed["clashing"] == {}
+
+
+def test_package_data_is_shipped(installed: dict) -> None:
+    site = installed["site"]
+    suites = sorted(p.name for p in (REPO / "expectations").glob("*.json"))
+    assert installed["expectations"] == suites
+    assert installed["suite"].startswith(site) and installed["suite"].endswith(
+        "lakecep/expectations/silver.events.json")
+    assert installed["queries"] == sorted(
+        [*(p.name for p in (REPO / "queries").glob("*.toml")), "examples"])
+    assert installed["examples"] == sorted(
+        p.name for p in (REPO / "queries" / "examples").glob("*.toml"))
+    assert installed["loaded_queries"] == sorted(
+        tomllib.loads(p.read_text())["id"] for p in (REPO / "queries").glob("*.toml"))
+    assert installed["dags"] == sorted(
+        [".airflowignore", *(p.name for p in (REPO / "dags").glob("*.py")
+                             if p.name != "__init__.py")])
+    assert installed["log4j_exists"] and installed["log4j"].startswith(site)
+
+
+def test_console_script_runs(installed: dict) -> None:
+    assert installed["help"].startswith("usage: lakecep")
+    for command in ("generate", "run", "sql", "status"):
+        assert command in installed["help"]
+
+
+def test_clashing_names_are_real_folders_of_the_repository() -> None:
+    """The check above means something: each name is a folder (or module) of the repository."""
+    assert [n for n in CLASHING if not (REPO / n).is_dir()] == ["lakecep_tasks"]
+    assert (REPO / "dags" / "lakecep_tasks.py").is_file()
