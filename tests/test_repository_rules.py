@@ -165,3 +165,12 @@ def test_editable_install_maps_the_folders(tmp_path: Path) -> None:
     assert found["paths"] == {package: [str(REPO / folder)]
                               for folder, package in INSTALLED_AS.items()}
     assert found["old"] == []
+
+
+def test_test_module_basenames_are_unique() -> None:
+    """pytest imports test modules by basename (rootdir conftest, no packages): two files
+    with one name in different folders break collection of the whole suite."""
+    names: dict[str, list[str]] = {}
+    for path in (REPO / "tests").rglob("test_*.py"):
+        names.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    assert {n: p for n, p in names.items() if len(p) > 1} == {}

@@ -1,5 +1,5 @@
 """The one definition of a landed line (``landing_lines``) and of its status (``judge_line``,
-``parse_line`` on bytes): pure Python, no Spark (tests/integration/test_landing_lines.py
+``parse_line`` on bytes): pure Python, no Spark (tests/integration/test_bronze_lines_spark.py
 checks that bronze, silver and ``lakecep status`` follow it)."""
 
 from __future__ import annotations
