@@ -50,7 +50,7 @@ from .runtime.values import LazyColumn
 from .runtime.vectorized import evaluate_condition
 
 if TYPE_CHECKING:
-    from .uncertain.evaluation import UncertainPlan
+    from .uncertain.plan import UncertainPlan
 
 def compile_query(query: str, engine: str | None = None) -> CompiledQuery:
     """Parse and check ``query`` once; the result runs over any number of DataFrames.
@@ -87,7 +87,7 @@ class CompiledQuery:
         self.uncertain_plan: UncertainPlan | None = None
         self._bound: dict[tuple[str, ...], Bound] = {}
         if self.match.uncertain is not None:
-            from .uncertain.evaluation import check_query
+            from .uncertain.plan import check_query
 
             try:
                 self.uncertain_plan = check_query(self.match)

@@ -3,19 +3,18 @@ and match probabilities (docs/uncertain.md). :func:`evaluate` is the entry point
 
 from . import dp
 from .api import evaluate
-from .evaluation import (
+from .evaluation import evaluate_compiled
+from .plan import (
     METHODS,
     PROBABILITY,
-    Diagnostics,
     Filling,
     Sigma,
     Tree,
     UncertainPlan,
-    UncertainResult,
     check_query,
-    evaluate_compiled,
     tree_variables,
 )
+from .results import Diagnostics, UncertainResult
 
 __all__ = ["METHODS", "PROBABILITY", "Diagnostics", "Filling", "Sigma", "Tree",
            "UncertainPlan", "UncertainResult", "check_query", "dp", "evaluate",

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
 from ..api import CompiledQuery
-from .evaluation import UncertainResult, evaluate_compiled
+from .evaluation import evaluate_compiled
+from .results import UncertainResult
 
 
 def evaluate(query: str | CompiledQuery, table: pd.DataFrame, method: str = "auto",
