@@ -37,14 +37,13 @@ from ..compile.expressions import (
     NAVIGATION,
     AnyColumns,
     ExprCompiler,
-    MatchState,
     Scope,
-    column_values,
     interval_value,
     is_row_local,
-    to_python,
     walk,
 )
+from ..compile.state import MatchState
+from ..compile.values import column_values, to_python
 from ..errors import QueryError
 from ..language import ast
 from ..runtime.output import select
