@@ -17,18 +17,9 @@ import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 from .compile import patterns as P
 from .compile.booleans import check_boolean_conditions, frame_column_kind
 from .compile.checks import check_extensions
-from .compile.expressions import (
-    AnyColumns,
-    ExprCompiler,
-    Fn,
-    MatchState,
-    Scope,
-    column_values,
-    conjuncts,
-    is_row_local,
-    to_python,
-    walk,
-)
+from .compile.expressions import AnyColumns, ExprCompiler, Scope, conjuncts, is_row_local, walk
+from .compile.state import Fn, MatchState
+from .compile.values import column_values, to_python
 from .errors import QueryError
 from .language import ast
 from .language.parser import parse

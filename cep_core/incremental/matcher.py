@@ -43,7 +43,9 @@ import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 from ..api import Bound as _Bound
 from ..api import CompiledQuery, compile_query
 from ..api import Partition as _Partition
-from ..compile.expressions import MatchState, to_python, walk
+from ..compile.expressions import walk
+from ..compile.state import MatchState
+from ..compile.values import to_python
 from ..errors import QueryError
 from ..language import ast
 from ..runtime.consumption import Consumer, Instance

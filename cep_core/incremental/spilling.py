@@ -52,8 +52,8 @@ import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
 from ..api import CompiledQuery, compile_query
-from ..compile.expressions import to_python
 from ..compile.patterns import pattern_variables
+from ..compile.values import to_python
 from ..runtime.time_axis import order_numbers, time_numbers
 from .store import PartialMatchStore, PartitionState
 

@@ -33,7 +33,7 @@ expired rows one by one. Rows with a NULL order value are ignored when there is 
 
 from __future__ import annotations
 
-from ..compile.expressions import MatchState
+from ..compile.state import MatchState
 from .matcher import Matcher, RawMatch
 
 Instance = tuple[list[int], list[int]]  # rows (ascending) and their variable indices

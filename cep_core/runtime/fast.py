@@ -41,15 +41,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
-from ..compile.expressions import (
-    SCALAR_FUNCTIONS,
-    MatchState,
-    Scope,
-    children,
-    column_values,
-    to_python,
-    walk,
-)
+from ..compile.expressions import Scope, children, walk
+from ..compile.functions import SCALAR_FUNCTIONS
+from ..compile.state import MatchState
+from ..compile.values import column_values, to_python
 from ..errors import QueryError
 from ..language import ast
 from .matcher import RawMatch

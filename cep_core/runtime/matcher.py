@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from ..compile import patterns as P
-from ..compile.expressions import AGGREGATES, SPECIAL, Fn, MatchState, walk
+from ..compile.expressions import AGGREGATES, SPECIAL, walk
+from ..compile.state import Fn, MatchState
 from ..errors import QueryError
 from ..language import ast
 

@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
-from ..compile.expressions import column_values, interval_value
+from ..compile.expressions import interval_value
+from ..compile.values import column_values
 from ..errors import QueryError
 from ..language import ast
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
-from ..compile.expressions import column_values, to_python
+from ..compile.values import column_values, to_python
 
 
 class LazyColumn:

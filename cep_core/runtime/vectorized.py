@@ -16,15 +16,10 @@ from typing import Any
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
-from ..compile.expressions import (
-    ExprCompiler,
-    MatchState,
-    Scope,
-    column_values,
-    like_regex,
-    literal_value,
-    walk,
-)
+from ..compile.expressions import ExprCompiler, Scope, literal_value, walk
+from ..compile.functions import like_regex
+from ..compile.state import MatchState
+from ..compile.values import column_values
 from ..language import ast
 
 

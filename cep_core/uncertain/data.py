@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
-from ..compile.expressions import Scope, column_values, interval_value
+from ..compile.expressions import Scope, interval_value
+from ..compile.values import column_values
 from ..language import ast
 from ..runtime.time_axis import datetime_ns
 from ..runtime.vectorized import evaluate_condition

@@ -7,7 +7,9 @@ from typing import Any
 
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
-from ..compile.expressions import ExprCompiler, MatchState, Scope, column_values, to_python, walk
+from ..compile.expressions import ExprCompiler, Scope, walk
+from ..compile.state import MatchState
+from ..compile.values import column_values, to_python
 from ..language import ast
 from .plan import PROB_COL, PROB_VAR, Sigma, UncertainPlan
 
