@@ -29,11 +29,12 @@ from .compile.expressions import (
     to_python,
     walk,
 )
+from .compile.fast_plan import plan_fast
 from .errors import QueryError
 from .language import ast
 from .language.parser import parse
 from .runtime.consumption import consume
-from .runtime.fast import plan_fast
+from .runtime.fast import FastRunner
 from .runtime.matcher import (
     Conditions,
     Matcher,
@@ -101,7 +102,8 @@ class CompiledQuery:
             self._check()
         except QueryError as err:
             raise err.with_query(query) from None
-        self._fast, self.plan = plan_fast(self, engine)
+        fast_plan, self.plan = plan_fast(self, engine)
+        self._fast = None if fast_plan is None else FastRunner(fast_plan)
         #: 'fast' or 'general': which matcher ``find_matches``/``run`` use.
         self.engine = "general" if self._fast is None else "fast"
 
