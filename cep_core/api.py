@@ -18,13 +18,14 @@ from .compile import patterns as P
 from .compile.booleans import check_boolean_conditions, frame_column_kind
 from .compile.checks import check_extensions
 from .compile.expressions import AnyColumns, ExprCompiler, Scope, conjuncts, is_row_local, walk
+from .compile.fast_plan import plan_fast
 from .compile.state import Fn, MatchState
 from .compile.values import column_values, to_python
 from .errors import QueryError
 from .language import ast
 from .language.parser import parse
 from .runtime.consumption import consume
-from .runtime.fast import plan_fast
+from .runtime.fast import FastRunner
 from .runtime.matcher import (
     Conditions,
     Matcher,
@@ -92,7 +93,8 @@ class CompiledQuery:
             self._check()
         except QueryError as err:
             raise err.with_query(query) from None
-        self._fast, self.plan = plan_fast(self, engine)
+        fast_plan, self.plan = plan_fast(self, engine)
+        self._fast = None if fast_plan is None else FastRunner(fast_plan)
         #: 'fast' or 'general': which matcher ``find_matches``/``run`` use.
         self.engine = "general" if self._fast is None else "fast"
 

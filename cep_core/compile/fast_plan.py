@@ -1,0 +1,226 @@
+"""The fast path's planner: whether a query can run on the vectorised fast path
+(:mod:`cep_core.runtime.fast`), and its plan, decided from the query alone (no rows).
+
+A query is eligible when its DEFINE conditions read only the current row, or the current
+row's physical neighbours through ``PREV``/``NEXT`` with constant offsets, and its pattern
+is a concatenation of *items*, each a single variable with any quantifier (``A``, ``B+``,
+``C*?``, ``D{2,5}``, ...). The plan holds those items and, when every measure is made of
+column references, ``FIRST``/``LAST`` with constant offsets, ``COUNT(*)``,
+``CLASSIFIER()`` and ``MATCH_NUMBER()``, the measures the runtime computes with numpy.
+
+Anything else -- alternation, PERMUTE, anchors, exclusion, WITHIN, SKIP TILL NEXT/ANY
+MATCH, ALL ROWS PER MATCH, navigation to other variables, FIRST/LAST/aggregates/
+CLASSIFIER/MATCH_NUMBER in DEFINE -- runs on the general matcher (:mod:`cep_core.matcher`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..language import ast
+from .expressions import children, walk
+from .functions import SCALAR_FUNCTIONS
+
+if TYPE_CHECKING:
+    from ..api import CompiledQuery
+
+ENGINES = ("auto", "fast", "general")
+ENV_VAR = "LAKECEP_CEP_ENGINE"
+
+
+@dataclass(frozen=True)
+class FastItem:
+    """One pattern item: a variable (index) with its quantifier."""
+
+    var: int
+    low: int
+    high: int | None
+    greedy: bool
+
+
+@dataclass(frozen=True)
+class FastMeasure:
+    """A vectorisable measure: kind in 'nav', 'count', 'number', 'classifier'."""
+
+    kind: str
+    var: frozenset[int] | None = None  # None: every row of the match
+    column: ast.Column | None = None
+    from_end: bool = True
+    offset: int = 0
+
+
+class FastPlan:
+    """The fast-path analysis of one query (no data needed)."""
+
+    def __init__(self, q: CompiledQuery, items: list[FastItem],
+                 measures: list[FastMeasure] | None):
+        self.q = q
+        self.items = items
+        self.measures = measures  # None: evaluate every measure with the general closures
+
+    def describe(self) -> str:
+        names = self.q.variables
+        parts = []
+        for it in self.items:
+            hi = "" if it.high is None else str(it.high)
+            parts.append(f"{names[it.var]}{{{it.low},{hi}}}{'' if it.greedy else '?'}")
+        how = "vectorised" if self.measures is not None else "per match"
+        return f"fast: items {' '.join(parts)}; measures {how}"
+
+
+def plan_fast(q: CompiledQuery, engine: str | None = None) -> tuple[FastPlan | None, str]:
+    """Decide the engine for ``q``: (the fast plan or None, a description of the choice).
+
+    ``engine`` is 'auto' (default; the environment variable ``LAKECEP_CEP_ENGINE`` may
+    override it), 'fast' (raise ``ValueError`` if the query is not eligible) or 'general'.
+    """
+    import os
+
+    if engine is None:
+        engine = os.environ.get(ENV_VAR, "auto") or "auto"
+    engine = engine.lower()
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    if engine == "general":
+        return None, "general: forced"
+    reason = _ineligible(q)
+    if reason is None:
+        items = _items(q.match.pattern, {n: i for i, n in enumerate(q.variables)})
+        assert items is not None
+        plan = FastPlan(q, items, _vector_measures(q))
+        return plan, plan.describe()
+    if engine == "fast":
+        raise ValueError(f"the fast path cannot run this query: {reason}")
+    return None, f"general: {reason}"
+
+
+# ---------------------------------------------------------------------- eligibility
+def _ineligible(q: CompiledQuery) -> str | None:
+    m = q.match
+    if m.rows_per_match != "ONE":
+        return "ALL ROWS PER MATCH"
+    if m.selection != "STRICT":
+        return f"SKIP TILL {m.selection} MATCH"
+    if m.within is not None:
+        return "WITHIN"
+    if getattr(m, "consumption", None) is not None:
+        return "CONSUMPTION"
+    if getattr(m, "emit_timeouts", False):
+        return "EMIT TIMEOUTS"
+    if _items(m.pattern, {n: i for i, n in enumerate(q.variables)}) is None:
+        return "pattern is not a concatenation of quantified variables"
+    for d in m.defines:
+        why = _define_problem(d.condition, d.var)
+        if why is not None:
+            return f"DEFINE {d.var}: {why}"
+    return None
+
+
+def _items(p: ast.Pattern, index: dict[str, int]) -> list[FastItem] | None:
+    if isinstance(p, ast.Var):
+        return [FastItem(index[p.name], 1, 1, True)]
+    if isinstance(p, ast.Group):
+        return _items(p.body, index)
+    if isinstance(p, ast.Concat):
+        out: list[FastItem] = []
+        for item in p.items:
+            sub = _items(item, index)
+            if sub is None:
+                return None
+            out += sub
+        return out
+    if isinstance(p, ast.Quantified):
+        body = p.body
+        while isinstance(body, ast.Group):
+            body = body.body
+        if isinstance(body, ast.Var):
+            return [FastItem(index[body.name], p.low, p.high, p.greedy)]
+    return None
+
+
+def _define_problem(cond: ast.Expr, var: str) -> str | None:
+    """Why ``cond`` (DEFINE of ``var``) cannot be evaluated over the whole table at once."""
+    for node in _walk_outside_nav(cond):
+        if not isinstance(node, _ROW_NODES):
+            return f"{type(node).__name__} expression"
+        if isinstance(node, ast.Star):
+            return "COUNT(*)-style reference"
+        if isinstance(node, ast.Column) and node.var not in (None, var):
+            return f"reads variable {node.var}"
+        if isinstance(node, ast.Call):
+            if node.name in ("PREV", "NEXT"):
+                if len(node.args) > 1 and not _offset_ok(node.args[1]):
+                    return f"{node.name} offset is not a constant"
+                for inner in walk(node.args[0]):
+                    if not isinstance(inner, _ROW_NODES):
+                        return f"{type(inner).__name__} expression inside {node.name}"
+                    if isinstance(inner, ast.Call) and inner.name not in SCALAR_FUNCTIONS:
+                        return f"{inner.name} inside {node.name}"
+                    if isinstance(inner, ast.Column) and inner.var not in (None, var):
+                        return f"{node.name} of variable {inner.var}"
+                    if isinstance(inner, ast.Star):
+                        return "COUNT(*)-style reference"
+            elif node.name not in SCALAR_FUNCTIONS:
+                return f"uses {node.name}"
+    return None
+
+
+# Expression nodes whose value depends on the current row only (given row-local children).
+_ROW_NODES = (ast.Literal, ast.IntervalLiteral, ast.TimestampLiteral, ast.Column, ast.Unary,
+              ast.Binary, ast.IsNull, ast.Between, ast.InList, ast.Case, ast.Call, ast.Cast,
+              ast.Like)
+
+
+def _offset_ok(arg: ast.Expr) -> bool:
+    return (isinstance(arg, ast.Literal) and isinstance(arg.value, int)
+            and not isinstance(arg.value, bool) and arg.value >= 0)
+
+
+def _walk_outside_nav(expr: ast.Expr) -> list[ast.Expr]:
+    """Nodes of ``expr``, not descending into PREV/NEXT calls (which are returned)."""
+    out: list[ast.Expr] = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if isinstance(node, ast.Call) and node.name in ("PREV", "NEXT"):
+            continue
+        stack.extend(children(node))
+    return out
+
+
+def _vector_measures(q: CompiledQuery) -> list[FastMeasure] | None:
+    out: list[FastMeasure] = []
+    sets = q._sets
+    for me in q.match.measures:
+        e = me.expr
+        if isinstance(e, ast.Column):
+            if e.var is not None and e.var not in sets:
+                return None
+            out.append(FastMeasure("nav", sets[e.var] if e.var else None, e, True, 0))
+        elif isinstance(e, ast.Call) and e.name in ("FIRST", "LAST") and 1 <= len(e.args) <= 2:
+            col = e.args[0]
+            if not isinstance(col, ast.Column) or (col.var is not None and col.var not in sets):
+                return None
+            offset = 0
+            if len(e.args) == 2:
+                if not _offset_ok(e.args[1]):
+                    return None
+                offset = int(e.args[1].value)  # type: ignore[attr-defined]
+            out.append(FastMeasure("nav", sets[col.var] if col.var else None, col,
+                                e.name == "LAST", offset))
+        elif isinstance(e, ast.Call) and e.name == "MATCH_NUMBER" and not e.args:
+            out.append(FastMeasure("number"))
+        elif isinstance(e, ast.Call) and e.name == "CLASSIFIER" and not e.args:
+            out.append(FastMeasure("classifier"))
+        elif (isinstance(e, ast.Call) and e.name == "COUNT" and len(e.args) == 1
+              and isinstance(e.args[0], ast.Star)):
+            star = e.args[0]
+            if star.var is not None and star.var not in sets:
+                return None
+            out.append(FastMeasure("count", sets[star.var] if star.var else None))
+        else:
+            return None
+    return out
+
