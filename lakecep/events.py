@@ -459,9 +459,6 @@ def _check(obj: Any) -> str | tuple[tuple[Any, ...], int]:
         colons += raw_time.count(":")
     else:
         return _time_field("event_time", raw_time)  # type: ignore[return-value]
-    lower = upper = None
-    pmf: list[float] | None = None
-    attributes: dict[str, str] | None = None
     if len(obj) == 5:  # only the required fields (unknown keys were rejected above)
         return (
             event_id,
@@ -474,6 +471,24 @@ def _check(obj: Any) -> str | tuple[tuple[Any, ...], int]:
             None,
             None,
         ), colons
+    return _check_optional(obj, event_id, object_id, event_type, source_id, event_time, colons)
+
+
+def _check_optional(
+    obj: dict[str, Any],
+    event_id: str,
+    object_id: str,
+    event_type: str,
+    source_id: str,
+    event_time: datetime,
+    colons: int,
+) -> str | tuple[tuple[Any, ...], int]:
+    """Steps 7 (optional fields, in contract order) and 8 for a line whose required fields
+    passed: a reason, or (silver values, ':' count of its strings)."""
+    get = obj.get
+    lower = upper = None
+    pmf: list[float] | None = None
+    attributes: dict[str, str] | None = None
     raw_lower = get("time_lower")
     raw_upper = get("time_upper")
     if raw_lower is not None:
@@ -488,70 +503,21 @@ def _check(obj: Any) -> str | tuple[tuple[Any, ...], int]:
         colons += raw_upper.count(":")
     raw_pmf = get("pmf")
     if raw_pmf is not None:
-        if type(raw_pmf) is not list:
-            return f"wrong_type: pmf: expected array of numbers, got {_json_kind(raw_pmf)}"
-        pmf = []
-        for item in raw_pmf:
-            if type(item) is not _Number:
-                return f"wrong_type: pmf: expected array of numbers, got {_json_kind(item)} item"
-            number = float(item)
-            if not math.isfinite(number):
-                return f"invalid_value: pmf has a non-finite probability ({_name(str(item))})"
-            if number < 0:
-                return f"invalid_value: pmf has a negative probability ({number:.10g})"
-            pmf.append(number)
+        pmf_or_reason = _pmf_values(raw_pmf)
+        if isinstance(pmf_or_reason, str):
+            return pmf_or_reason
+        pmf = pmf_or_reason
     raw_attrs = get("attributes")
     if raw_attrs is not None:
-        if type(raw_attrs) is not dict:
-            return f"wrong_type: attributes: expected object, got {_json_kind(raw_attrs)}"
-        if len(raw_attrs) > _MAX_ATTRS:
-            return f"too_long: attributes has {len(raw_attrs)} entries > {_MAX_ATTRS}"
-        # Fast pass; on any doubt _attributes_problem walks the entries in order.
-        attributes = {}
-        doubt = False
-        for key, value in raw_attrs.items():
-            t = type(value)
-            if t is _Number:
-                attributes[key] = str(value)
-                doubt = doubt or len(value) > _MAX_STR
-            elif t is str:
-                attributes[key] = value
-                colons += value.count(":")
-                doubt = doubt or len(value) > _MAX_STR or not value.isascii()
-            elif value is True:
-                attributes[key] = "true"
-            elif value is False:
-                attributes[key] = "false"
-            elif value is not None:
-                doubt = True
-        if raw_attrs:
-            keys = "".join(raw_attrs)
-            colons += len(raw_attrs) + keys.count(":")
-            if (
-                doubt
-                or "" in raw_attrs
-                or not keys.isascii()
-                or max(map(len, raw_attrs)) > _MAX_STR
-            ):
-                problem = _attributes_problem(raw_attrs)
-                if problem is not None:
-                    return problem
+        attrs_or_reason = _attribute_values(raw_attrs)
+        if isinstance(attrs_or_reason, str):
+            return attrs_or_reason
+        attributes, attr_colons = attrs_or_reason
+        colons += attr_colons
     # 8. cross-field --------------------------------------------------------------------
-    if (lower is None) != (upper is None):
-        return "invalid_value: time_lower and time_upper must be given together"
-    if lower is not None:
-        if lower > upper:  # type: ignore[operator]
-            return "invalid_value: time_lower after time_upper"
-        if not (lower <= event_time <= upper):  # type: ignore[operator]
-            return "invalid_value: event_time outside [time_lower, time_upper]"
-    if pmf is not None:
-        if lower is None:
-            return "invalid_value: pmf requires time_lower and time_upper"
-        if not pmf:
-            return "invalid_value: pmf is empty"
-        total = math.fsum(pmf)
-        if abs(total - 1.0) > PMF_TOLERANCE:
-            return f"invalid_value: pmf must sum to 1 (got {total:.10g})"
+    problem = _cross_field_problem(event_time, lower, upper, pmf)
+    if problem is not None:
+        return problem
     return (
         event_id,
         object_id,
@@ -563,6 +529,86 @@ def _check(obj: Any) -> str | tuple[tuple[Any, ...], int]:
         pmf,
         attributes,
     ), colons
+
+
+def _pmf_values(raw_pmf: Any) -> list[float] | str:
+    """Step 7 for ``pmf``: its probabilities, or a reason."""
+    if type(raw_pmf) is not list:
+        return f"wrong_type: pmf: expected array of numbers, got {_json_kind(raw_pmf)}"
+    pmf = []
+    for item in raw_pmf:
+        if type(item) is not _Number:
+            return f"wrong_type: pmf: expected array of numbers, got {_json_kind(item)} item"
+        number = float(item)
+        if not math.isfinite(number):
+            return f"invalid_value: pmf has a non-finite probability ({_name(str(item))})"
+        if number < 0:
+            return f"invalid_value: pmf has a negative probability ({number:.10g})"
+        pmf.append(number)
+    return pmf
+
+
+def _attribute_values(raw_attrs: Any) -> tuple[dict[str, str], int] | str:
+    """Step 7 for ``attributes``: (the entries as text, ':' count of keys and string
+    values plus one per key), or a reason."""
+    if type(raw_attrs) is not dict:
+        return f"wrong_type: attributes: expected object, got {_json_kind(raw_attrs)}"
+    if len(raw_attrs) > _MAX_ATTRS:
+        return f"too_long: attributes has {len(raw_attrs)} entries > {_MAX_ATTRS}"
+    # Fast pass; on any doubt _attributes_problem walks the entries in order.
+    colons = 0
+    attributes = {}
+    doubt = False
+    for key, value in raw_attrs.items():
+        t = type(value)
+        if t is _Number:
+            attributes[key] = str(value)
+            doubt = doubt or len(value) > _MAX_STR
+        elif t is str:
+            attributes[key] = value
+            colons += value.count(":")
+            doubt = doubt or len(value) > _MAX_STR or not value.isascii()
+        elif value is True:
+            attributes[key] = "true"
+        elif value is False:
+            attributes[key] = "false"
+        elif value is not None:
+            doubt = True
+    if raw_attrs:
+        keys = "".join(raw_attrs)
+        colons += len(raw_attrs) + keys.count(":")
+        if (
+            doubt
+            or "" in raw_attrs
+            or not keys.isascii()
+            or max(map(len, raw_attrs)) > _MAX_STR
+        ):
+            problem = _attributes_problem(raw_attrs)
+            if problem is not None:
+                return problem
+    return attributes, colons
+
+
+def _cross_field_problem(
+    event_time: datetime, lower: Any, upper: Any, pmf: list[float] | None
+) -> str | None:
+    """Step 8: the first problem between fields that are each fine on their own."""
+    if (lower is None) != (upper is None):
+        return "invalid_value: time_lower and time_upper must be given together"
+    if lower is not None:
+        if lower > upper:
+            return "invalid_value: time_lower after time_upper"
+        if not (lower <= event_time <= upper):
+            return "invalid_value: event_time outside [time_lower, time_upper]"
+    if pmf is not None:
+        if lower is None:
+            return "invalid_value: pmf requires time_lower and time_upper"
+        if not pmf:
+            return "invalid_value: pmf is empty"
+        total = math.fsum(pmf)
+        if abs(total - 1.0) > PMF_TOLERANCE:
+            return f"invalid_value: pmf must sum to 1 (got {total:.10g})"
+    return None
 
 
 def _missing(obj: dict[str, Any]) -> str:

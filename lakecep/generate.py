@@ -258,6 +258,312 @@ def write_lines(lines: list[str], landing_dir: Path, *, lines_per_file: int = 10
     return files
 
 
+@dataclass(frozen=True)
+class _Params:
+    """The validated arguments of :func:`generate` (``start`` is timezone-aware)."""
+
+    events: int
+    seed: int
+    rate_per_hour: float
+    mean_transit_hours: float
+    transit_distribution: str
+    transit_sigma: float
+    lost_share: float
+    reread_share: float
+    duplicate_share: float
+    malformed_share: float
+    missing_share: float
+    wrong_type_share: float
+    oversized_share: float
+    late_share: float
+    out_of_order_share: float
+    lines_per_file: int
+    start: datetime
+    uncertain_share: float
+    max_line_bytes: int
+
+    def validate(self) -> None:
+        for name, share in [
+            ("lost_share", self.lost_share),
+            ("reread_share", self.reread_share),
+            ("duplicate_share", self.duplicate_share),
+            ("late_share", self.late_share),
+            ("out_of_order_share", self.out_of_order_share),
+            ("uncertain_share", self.uncertain_share),
+            ("malformed_share", self.malformed_share),
+            ("missing_share", self.missing_share),
+            ("wrong_type_share", self.wrong_type_share),
+            ("oversized_share", self.oversized_share),
+        ]:
+            _check_share(name, share)
+        if self.transit_distribution not in ("lognormal", "exponential"):
+            raise ValueError(
+                "transit_distribution must be 'lognormal' or 'exponential', "
+                f"got {self.transit_distribution!r}"
+            )
+        corrupt_total = (
+            self.malformed_share + self.missing_share + self.wrong_type_share
+            + self.oversized_share
+        )
+        if corrupt_total > 1.0:
+            raise ValueError("malformed + missing + wrong_type + oversized shares exceed 1")
+        if (self.events < 1 or self.lines_per_file < 1 or self.rate_per_hour <= 0
+                or self.mean_transit_hours <= 0):
+            raise ValueError(
+                "events, lines_per_file, rate_per_hour, mean_transit_hours must be > 0"
+            )
+
+    def as_truth(self) -> dict[str, Any]:
+        """The ``params`` object of ``truth.json`` (key order is part of the file)."""
+        return {
+            "events": self.events,
+            "seed": self.seed,
+            "rate_per_hour": self.rate_per_hour,
+            "mean_transit_hours": self.mean_transit_hours,
+            "transit_distribution": self.transit_distribution,
+            "transit_sigma": self.transit_sigma,
+            "lost_share": self.lost_share,
+            "reread_share": self.reread_share,
+            "duplicate_share": self.duplicate_share,
+            "malformed_share": self.malformed_share,
+            "missing_share": self.missing_share,
+            "wrong_type_share": self.wrong_type_share,
+            "oversized_share": self.oversized_share,
+            "late_share": self.late_share,
+            "out_of_order_share": self.out_of_order_share,
+            "lines_per_file": self.lines_per_file,
+            "start": self.start.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            "uncertain_share": self.uncertain_share,
+            "max_line_bytes": self.max_line_bytes,
+        }
+
+
+@dataclass(frozen=True)
+class _Reads:
+    """The physical reads in event-time order (one entry per read)."""
+
+    tag: np.ndarray
+    reader: np.ndarray
+    t_ms: np.ndarray
+    rssi: np.ndarray
+    antenna: np.ndarray
+    n_tags: int
+    lost_tags: int
+    rereads: int
+
+
+@dataclass(frozen=True)
+class _Kinds:
+    """Per read: clean (0) or a corruption (index into ``_CORRUPT_KINDS`` + 1), and the
+    uncertainty interval of the clean reads marked uncertain."""
+
+    kind: np.ndarray
+    uncertain: np.ndarray
+    unc_before: np.ndarray
+    unc_after: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Lines:
+    """The lines in arrival order: the read each line renders and its flags."""
+
+    line_read: np.ndarray
+    is_dup: np.ndarray
+    line_late: np.ndarray
+    line_ooo: np.ndarray
+    n_files: int
+
+
+def _prepare_dirs(landing_dir: Path, truth_dir: Path, overwrite: bool) -> None:
+    landing_dir.mkdir(parents=True, exist_ok=True)
+    truth_dir.mkdir(parents=True, exist_ok=True)
+    existing = sorted(landing_dir.glob("events-*.jsonl"))
+    if existing:
+        if not overwrite:
+            raise FileExistsError(
+                f"{landing_dir} already holds {len(existing)} events-*.jsonl files "
+                "(pass overwrite=True to replace them)"
+            )
+        for old in existing:
+            old.unlink()
+
+
+def _physical_reads(p: _Params, rng: np.random.Generator) -> _Reads:
+    reads_per_tag = (4.0 * (1.0 - p.lost_share) + 2.0 * p.lost_share) * (1.0 + p.reread_share)
+    n_tags = max(1, round(p.events / (reads_per_tag * (1.0 + p.duplicate_share))))
+    entry_h = np.cumsum(rng.exponential(1.0 / p.rate_per_hour, n_tags))
+    path_len = np.full(n_tags, 4, dtype=np.int64)
+    lost = rng.random(n_tags) < p.lost_share
+    path_len[lost] = rng.integers(1, 4, int(lost.sum()))  # lost after A, B or C
+    legs = _transits(
+        rng, (n_tags, 3), p.mean_transit_hours, p.transit_distribution, p.transit_sigma
+    )
+    at_h = np.concatenate([entry_h[:, None], entry_h[:, None] + np.cumsum(legs, axis=1)], axis=1)
+    tag_grid = np.broadcast_to(np.arange(n_tags)[:, None], (n_tags, 4))
+    reader_grid = np.broadcast_to(np.arange(4)[None, :], (n_tags, 4))
+    on_path = reader_grid < path_len[:, None]
+    tag = tag_grid[on_path]
+    reader = reader_grid[on_path]
+    hours = at_h[on_path]
+    reread = rng.random(len(tag)) < p.reread_share  # a second read a few seconds later
+    tag = np.concatenate([tag, tag[reread]])
+    reader = np.concatenate([reader, reader[reread]])
+    hours = np.concatenate(
+        [hours, hours[reread] + rng.uniform(1.0, 120.0, int(reread.sum())) / 3600]
+    )
+    start_ms = round(p.start.timestamp() * 1000)
+    t_ms = start_ms + np.round(hours * 3_600_000.0).astype(np.int64)
+    order = np.lexsort((reader, tag, t_ms))  # event-time order
+    tag, reader, t_ms = tag[order], reader[order], t_ms[order]
+    n_reads = len(t_ms)
+    rssi = np.round(rng.normal(-55.0, 6.0, n_reads), 1)
+    antenna = rng.integers(1, 5, n_reads)
+    return _Reads(tag, reader, t_ms, rssi, antenna, n_tags, int(lost.sum()), int(reread.sum()))
+
+
+def _read_kinds(p: _Params, rng: np.random.Generator, n_reads: int) -> _Kinds:
+    u = rng.random(n_reads)
+    kind = np.zeros(n_reads, dtype=np.int8)  # 0 clean, 1.. index into _CORRUPT_KINDS + 1
+    edge = 0.0
+    for k, share in enumerate(
+        (p.malformed_share, p.missing_share, p.wrong_type_share, p.oversized_share), start=1
+    ):
+        kind[(u >= edge) & (u < edge + share)] = k
+        edge += share
+    uncertain = (rng.random(n_reads) < p.uncertain_share) & (kind == 0)
+    unc_before = rng.integers(0, 60_000, n_reads)  # ms
+    unc_after = rng.integers(1, 60_000, n_reads)
+    return _Kinds(kind, uncertain, unc_before, unc_after)
+
+
+def _arrival_order(p: _Params, rng: np.random.Generator, kind: np.ndarray) -> _Lines:
+    """One line per read plus exact duplicates of clean reads, in arrival order."""
+    n_reads = len(kind)
+    clean_idx = np.flatnonzero(kind == 0)
+    n_dup = round(p.duplicate_share * n_reads) if len(clean_idx) else 0
+    dup_of = np.sort(rng.choice(clean_idx, n_dup, replace=True)) if n_dup else clean_idx[:0]
+    line_read = np.concatenate([np.arange(n_reads), dup_of])
+    is_dup = np.concatenate([np.zeros(n_reads, bool), np.ones(n_dup, bool)])
+    lpf = p.lines_per_file
+    key = np.arange(n_reads, dtype=np.float64)
+    late = rng.random(n_reads) < p.late_share
+    key[late] += lpf * rng.uniform(2.0, 5.0, int(late.sum()))
+    dup_key = key[dup_of] + rng.uniform(0.0, 2.0 * lpf, n_dup)
+    line_key = np.concatenate([key, dup_key])
+    line_late = np.concatenate([late, np.zeros(n_dup, bool)])
+    arrival = np.argsort(line_key, kind="stable")
+    line_read, is_dup, line_late = line_read[arrival], is_dup[arrival], line_late[arrival]
+    n_lines = len(line_read)
+    n_files = (n_lines + lpf - 1) // lpf
+    # out of order: a share of each file's lines permuted among themselves
+    picked = rng.random(n_lines) < p.out_of_order_share
+    shuffled = np.zeros(n_lines, bool)
+    perm = np.arange(n_lines)
+    for f in range(n_files):
+        pos = np.flatnonzero(picked[f * lpf : (f + 1) * lpf]) + f * lpf
+        if len(pos) > 1:
+            new = rng.permutation(pos)
+            perm[pos] = new
+            shuffled[pos] = new != pos
+    line_read, is_dup, line_late = line_read[perm], is_dup[perm], line_late[perm]
+    # a line marked out of order is one whose slot received another line
+    return _Lines(line_read, is_dup, line_late, shuffled, n_files)
+
+
+def _render(
+    p: _Params, rng: np.random.Generator, reads: _Reads, kinds: _Kinds,
+    ids: list[str], tags: list[str],
+) -> list[str]:
+    """The text of each read: a clean line, with uncertainty fields, or corrupted."""
+    n_reads = len(ids)
+    t_ms = reads.t_ms
+    times = np.datetime_as_string(t_ms.astype("datetime64[ms]"), unit="ms")
+    time_text = [s + "Z" for s in times.tolist()]
+    rssi_text = [repr(x) for x in reads.rssi.tolist()]
+    read_text: list[str] = [""] * n_reads
+    tag_l, reader_l, antenna_l = reads.tag.tolist(), reads.reader.tolist(), reads.antenna.tolist()
+    kind_l = kinds.kind
+    for i in range(n_reads):
+        read_text[i] = _clean_line(
+            ids[i], tags[tag_l[i]], READERS[reader_l[i]], time_text[i], rssi_text[i], antenna_l[i]
+        )
+    for i in np.flatnonzero(kinds.uncertain).tolist():
+        lo = int(t_ms[i] - kinds.unc_before[i])
+        hi = int(t_ms[i] + kinds.unc_after[i])
+        lo_text = np.datetime_as_string(np.datetime64(lo, "ms"), unit="ms") + "Z"
+        hi_text = np.datetime_as_string(np.datetime64(hi, "ms"), unit="ms") + "Z"
+        obj = json.loads(read_text[i])
+        obj["time_lower"] = lo_text
+        obj["time_upper"] = hi_text
+        if rng.random() < 0.5:
+            w = rng.random(4) + 0.05
+            w = w / w.sum()
+            obj["pmf"] = [round(float(x), 6) for x in w[:-1]]
+            obj["pmf"].append(round(1.0 - sum(obj["pmf"]), 6))
+        read_text[i] = json.dumps(obj, separators=(",", ":"))
+    for i in np.flatnonzero(kind_l).tolist():
+        kind_name = _CORRUPT_KINDS[kind_l[i] - 1]
+        obj = json.loads(read_text[i])
+        text = _corrupt(kind_name, obj, int(t_ms[i]), rng, p.max_line_bytes)
+        code = KIND_CODES[kind_name]
+        got = parse_line(text, p.max_line_bytes)
+        # The promise: a corrupted line is always rejected, with the matching code.
+        if not hasattr(got, "reason") or reason_code(got.reason) != code:  # pragma: no cover
+            raise AssertionError(f"corrupted line not rejected as {code}: {text[:200]!r}")
+        read_text[i] = text
+    return read_text
+
+
+def _write_files(
+    landing_dir: Path, read_text: list[str], line_read_l: list[int], lpf: int, n_files: int,
+    progress: Callable[[int, int], None] | None,
+) -> list[Path]:
+    """Write the lines in arrival order, ``lpf`` lines per file."""
+    files: list[Path] = []
+    width = max(5, len(str(n_files - 1)))  # equal widths keep name order == arrival order
+    for f in range(n_files):
+        chunk = line_read_l[f * lpf : (f + 1) * lpf]
+        path = landing_dir / f"events-{f:0{width}d}.jsonl"
+        write_atomic(path, "\n".join([read_text[i] for i in chunk]) + "\n")
+        files.append(path)
+        if progress is not None:
+            progress(f + 1, n_files)
+    return files
+
+
+def _classify_lines(
+    line_read_l: list[int], reads: _Reads, kinds: _Kinds, ids: list[str], tags: list[str]
+) -> tuple[list[tuple[str, str, str, int]], list[str], dict[str, int], int]:
+    """Plain loop over the lines in arrival order: the first valid line of a read is kept,
+    later copies are duplicates (a copy may overtake its original within a file).
+
+    Returns the valid events, each line's kind, rejected lines per code, duplicates."""
+    rejected: dict[str, int] = {}
+    seen: set[int] = set()
+    duplicates = 0
+    valid: list[tuple[str, str, str, int]] = []
+    line_kind: list[str] = []
+    t_list = reads.t_ms.tolist()
+    tag_l, reader_l = reads.tag.tolist(), reads.reader.tolist()
+    kind_of_read = kinds.kind.tolist()
+    for r in line_read_l:
+        k = kind_of_read[r]
+        if k:
+            kname = _CORRUPT_KINDS[k - 1]
+            code = KIND_CODES[kname]
+            assert code is not None
+            rejected[code] = rejected.get(code, 0) + 1
+        elif r in seen:
+            kname = "duplicate"
+            duplicates += 1
+        else:
+            kname = "clean"
+            seen.add(r)
+            valid.append((ids[r], tags[tag_l[r]], READERS[reader_l[r]], t_list[r]))
+        line_kind.append(kname)
+    return valid, line_kind, rejected, duplicates
+
+
 def generate(
     landing_dir: Path,
     truth_dir: Path,
@@ -291,238 +597,63 @@ def generate(
     ``events-*.jsonl`` files, unless ``overwrite`` (then those files are deleted first).
     """
     began = time.perf_counter()
-    for name, share in [
-        ("lost_share", lost_share),
-        ("reread_share", reread_share),
-        ("duplicate_share", duplicate_share),
-        ("late_share", late_share),
-        ("out_of_order_share", out_of_order_share),
-        ("uncertain_share", uncertain_share),
-        ("malformed_share", malformed_share),
-        ("missing_share", missing_share),
-        ("wrong_type_share", wrong_type_share),
-        ("oversized_share", oversized_share),
-    ]:
-        _check_share(name, share)
-    if transit_distribution not in ("lognormal", "exponential"):
-        raise ValueError(
-            "transit_distribution must be 'lognormal' or 'exponential', "
-            f"got {transit_distribution!r}"
-        )
-    corrupt_total = malformed_share + missing_share + wrong_type_share + oversized_share
-    if corrupt_total > 1.0:
-        raise ValueError("malformed + missing + wrong_type + oversized shares exceed 1")
-    if events < 1 or lines_per_file < 1 or rate_per_hour <= 0 or mean_transit_hours <= 0:
-        raise ValueError("events, lines_per_file, rate_per_hour, mean_transit_hours must be > 0")
-    if start.tzinfo is None:
-        start = start.replace(tzinfo=UTC)
+    p = _Params(
+        events=events, seed=seed, rate_per_hour=rate_per_hour,
+        mean_transit_hours=mean_transit_hours, transit_distribution=transit_distribution,
+        transit_sigma=transit_sigma, lost_share=lost_share, reread_share=reread_share,
+        duplicate_share=duplicate_share, malformed_share=malformed_share,
+        missing_share=missing_share, wrong_type_share=wrong_type_share,
+        oversized_share=oversized_share, late_share=late_share,
+        out_of_order_share=out_of_order_share, lines_per_file=lines_per_file,
+        start=start if start.tzinfo is not None else start.replace(tzinfo=UTC),
+        uncertain_share=uncertain_share, max_line_bytes=max_line_bytes,
+    )
+    p.validate()
     landing_dir = Path(landing_dir)
     truth_dir = Path(truth_dir)
-    landing_dir.mkdir(parents=True, exist_ok=True)
-    truth_dir.mkdir(parents=True, exist_ok=True)
-    existing = sorted(landing_dir.glob("events-*.jsonl"))
-    if existing:
-        if not overwrite:
-            raise FileExistsError(
-                f"{landing_dir} already holds {len(existing)} events-*.jsonl files "
-                "(pass overwrite=True to replace them)"
-            )
-        for old in existing:
-            old.unlink()
+    _prepare_dirs(landing_dir, truth_dir, overwrite)
 
+    # The steps draw from one generator in a fixed order: reordering them changes the data.
     rng = np.random.default_rng(seed)
-
-    # --- physical reads ---------------------------------------------------------------
-    reads_per_tag = (4.0 * (1.0 - lost_share) + 2.0 * lost_share) * (1.0 + reread_share)
-    n_tags = max(1, round(events / (reads_per_tag * (1.0 + duplicate_share))))
-    entry_h = np.cumsum(rng.exponential(1.0 / rate_per_hour, n_tags))
-    path_len = np.full(n_tags, 4, dtype=np.int64)
-    lost = rng.random(n_tags) < lost_share
-    path_len[lost] = rng.integers(1, 4, int(lost.sum()))  # lost after A, B or C
-    legs = _transits(rng, (n_tags, 3), mean_transit_hours, transit_distribution, transit_sigma)
-    at_h = np.concatenate([entry_h[:, None], entry_h[:, None] + np.cumsum(legs, axis=1)], axis=1)
-    tag_grid = np.broadcast_to(np.arange(n_tags)[:, None], (n_tags, 4))
-    reader_grid = np.broadcast_to(np.arange(4)[None, :], (n_tags, 4))
-    on_path = reader_grid < path_len[:, None]
-    tag = tag_grid[on_path]
-    reader = reader_grid[on_path]
-    hours = at_h[on_path]
-    reread = rng.random(len(tag)) < reread_share  # a second read a few seconds later
-    tag = np.concatenate([tag, tag[reread]])
-    reader = np.concatenate([reader, reader[reread]])
-    hours = np.concatenate(
-        [hours, hours[reread] + rng.uniform(1.0, 120.0, int(reread.sum())) / 3600]
-    )
-    start_ms = round(start.timestamp() * 1000)
-    t_ms = start_ms + np.round(hours * 3_600_000.0).astype(np.int64)
-    order = np.lexsort((reader, tag, t_ms))  # event-time order
-    tag, reader, t_ms = tag[order], reader[order], t_ms[order]
-    n_reads = len(t_ms)
-    rssi = np.round(rng.normal(-55.0, 6.0, n_reads), 1)
-    antenna = rng.integers(1, 5, n_reads)
-
-    # --- per-read kind: clean or one corruption ------------------------------------------
-    u = rng.random(n_reads)
-    kind = np.zeros(n_reads, dtype=np.int8)  # 0 clean, 1.. index into _CORRUPT_KINDS + 1
-    edge = 0.0
-    for k, share in enumerate(
-        (malformed_share, missing_share, wrong_type_share, oversized_share), start=1
-    ):
-        kind[(u >= edge) & (u < edge + share)] = k
-        edge += share
-    uncertain = (rng.random(n_reads) < uncertain_share) & (kind == 0)
-    unc_before = rng.integers(0, 60_000, n_reads)  # ms
-    unc_after = rng.integers(1, 60_000, n_reads)
-
-    # --- lines: one per read plus exact duplicates of clean reads -------------------------
-    clean_idx = np.flatnonzero(kind == 0)
-    n_dup = round(duplicate_share * n_reads) if len(clean_idx) else 0
-    dup_of = np.sort(rng.choice(clean_idx, n_dup, replace=True)) if n_dup else clean_idx[:0]
-    line_read = np.concatenate([np.arange(n_reads), dup_of])
-    is_dup = np.concatenate([np.zeros(n_reads, bool), np.ones(n_dup, bool)])
-    lpf = lines_per_file
-    key = np.arange(n_reads, dtype=np.float64)
-    late = rng.random(n_reads) < late_share
-    key[late] += lpf * rng.uniform(2.0, 5.0, int(late.sum()))
-    dup_key = key[dup_of] + rng.uniform(0.0, 2.0 * lpf, n_dup)
-    line_key = np.concatenate([key, dup_key])
-    line_late = np.concatenate([late, np.zeros(n_dup, bool)])
-    arrival = np.argsort(line_key, kind="stable")
-    line_read, is_dup, line_late = line_read[arrival], is_dup[arrival], line_late[arrival]
-    n_lines = len(line_read)
-    n_files = (n_lines + lpf - 1) // lpf
-    # out of order: a share of each file's lines permuted among themselves
-    picked = rng.random(n_lines) < out_of_order_share
-    shuffled = np.zeros(n_lines, bool)
-    perm = np.arange(n_lines)
-    for f in range(n_files):
-        pos = np.flatnonzero(picked[f * lpf : (f + 1) * lpf]) + f * lpf
-        if len(pos) > 1:
-            new = rng.permutation(pos)
-            perm[pos] = new
-            shuffled[pos] = new != pos
-    line_read, is_dup, line_late = line_read[perm], is_dup[perm], line_late[perm]
-    # a line marked out of order is one whose slot received another line
-    line_ooo = shuffled
-
-    # --- render ---------------------------------------------------------------------------
+    reads = _physical_reads(p, rng)
+    n_reads = len(reads.t_ms)
+    kinds = _read_kinds(p, rng, n_reads)
+    lines_ = _arrival_order(p, rng, kinds.kind)
     ids = [f"ev-{seed}-{i}" for i in range(n_reads)]
-    tags = [f"tag-{i:06d}" for i in range(n_tags)]
-    times = np.datetime_as_string(t_ms.astype("datetime64[ms]"), unit="ms")
-    time_text = [s + "Z" for s in times.tolist()]
-    rssi_text = [repr(x) for x in rssi.tolist()]
-    read_text: list[str] = [""] * n_reads
-    tag_l, reader_l, antenna_l, kind_l = tag.tolist(), reader.tolist(), antenna.tolist(), kind
-    for i in range(n_reads):
-        read_text[i] = _clean_line(
-            ids[i], tags[tag_l[i]], READERS[reader_l[i]], time_text[i], rssi_text[i], antenna_l[i]
-        )
-    for i in np.flatnonzero(uncertain).tolist():
-        lo = int(t_ms[i] - unc_before[i])
-        hi = int(t_ms[i] + unc_after[i])
-        lo_text = np.datetime_as_string(np.datetime64(lo, "ms"), unit="ms") + "Z"
-        hi_text = np.datetime_as_string(np.datetime64(hi, "ms"), unit="ms") + "Z"
-        obj = json.loads(read_text[i])
-        obj["time_lower"] = lo_text
-        obj["time_upper"] = hi_text
-        if rng.random() < 0.5:
-            w = rng.random(4) + 0.05
-            w = w / w.sum()
-            obj["pmf"] = [round(float(x), 6) for x in w[:-1]]
-            obj["pmf"].append(round(1.0 - sum(obj["pmf"]), 6))
-        read_text[i] = json.dumps(obj, separators=(",", ":"))
-    expected: list[str | None] = [None] * n_reads
-    for i in np.flatnonzero(kind_l).tolist():
-        kind_name = _CORRUPT_KINDS[kind_l[i] - 1]
-        obj = json.loads(read_text[i])
-        text = _corrupt(kind_name, obj, int(t_ms[i]), rng, max_line_bytes)
-        code = KIND_CODES[kind_name]
-        got = parse_line(text, max_line_bytes)
-        # The promise: a corrupted line is always rejected, with the matching code.
-        if not hasattr(got, "reason") or reason_code(got.reason) != code:  # pragma: no cover
-            raise AssertionError(f"corrupted line not rejected as {code}: {text[:200]!r}")
-        read_text[i] = text
-        expected[i] = code
+    tags = [f"tag-{i:06d}" for i in range(reads.n_tags)]
+    read_text = _render(p, rng, reads, kinds, ids, tags)
 
-    # --- write files in arrival order ----------------------------------------------------
-    files: list[Path] = []
-    line_read_l = line_read.tolist()
-    width = max(5, len(str(n_files - 1)))  # equal widths keep name order == arrival order
-    for f in range(n_files):
-        chunk = line_read_l[f * lpf : (f + 1) * lpf]
-        path = landing_dir / f"events-{f:0{width}d}.jsonl"
-        write_atomic(path, "\n".join([read_text[i] for i in chunk]) + "\n")
-        files.append(path)
-        if progress is not None:
-            progress(f + 1, n_files)
+    lpf = lines_per_file
+    n_files = lines_.n_files
+    n_lines = len(lines_.line_read)
+    line_read_l = lines_.line_read.tolist()
+    files = _write_files(landing_dir, read_text, line_read_l, lpf, n_files, progress)
 
     # --- ground truth --------------------------------------------------------------------
-    # Plain loop over the lines in arrival order: the first valid line of a read is kept,
-    # later copies are duplicates (a copy may overtake its original within a file).
-    rejected: dict[str, int] = {}
-    seen: set[int] = set()
-    duplicates = 0
-    valid: list[tuple[str, str, str, int]] = []
-    line_kind: list[str] = []
-    t_list = t_ms.tolist()
-    kind_of_read = kind.tolist()
-    for r in line_read_l:
-        k = kind_of_read[r]
-        if k:
-            kname = _CORRUPT_KINDS[k - 1]
-            code = KIND_CODES[kname]
-            assert code is not None
-            rejected[code] = rejected.get(code, 0) + 1
-        elif r in seen:
-            kname = "duplicate"
-            duplicates += 1
-        else:
-            kname = "clean"
-            seen.add(r)
-            valid.append((ids[r], tags[tag_l[r]], READERS[reader_l[r]], t_list[r]))
-        line_kind.append(kname)
+    valid, line_kind, rejected, duplicates = _classify_lines(
+        line_read_l, reads, kinds, ids, tags
+    )
     counts: dict[str, Any] = {
         "lines_written": n_lines,
         "files": n_files,
         "valid_events": len(valid),
         "duplicates": duplicates,
         "rejected_by_reason_code": dict(sorted(rejected.items())),
-        "tags": n_tags,
-        "lost_tags": int(lost.sum()),
+        "tags": reads.n_tags,
+        "lost_tags": reads.lost_tags,
         "physical_reads": n_reads,
-        "rereads": int(reread.sum()),
-        "late_lines": int(line_late.sum()),
-        "out_of_order_lines": int(line_ooo.sum()),
-        "uncertain_events": int(uncertain.sum()),
+        "rereads": reads.rereads,
+        "late_lines": int(lines_.line_late.sum()),
+        "out_of_order_lines": int(lines_.line_ooo.sum()),
+        "uncertain_events": int(kinds.uncertain.sum()),
     }
     assert n_lines == len(valid) + duplicates + sum(rejected.values()), counts
     results = compute_truth(valid)
     counts["rfid_abc_matches"] = len(results["rfid_abc"])
     counts["rfid_transit_matches"] = len(results["rfid_transit"])
-    params = {
-        "events": events,
-        "seed": seed,
-        "rate_per_hour": rate_per_hour,
-        "mean_transit_hours": mean_transit_hours,
-        "transit_distribution": transit_distribution,
-        "transit_sigma": transit_sigma,
-        "lost_share": lost_share,
-        "reread_share": reread_share,
-        "duplicate_share": duplicate_share,
-        "malformed_share": malformed_share,
-        "missing_share": missing_share,
-        "wrong_type_share": wrong_type_share,
-        "oversized_share": oversized_share,
-        "late_share": late_share,
-        "out_of_order_share": out_of_order_share,
-        "lines_per_file": lines_per_file,
-        "start": start.astimezone(UTC).isoformat().replace("+00:00", "Z"),
-        "uncertain_share": uncertain_share,
-        "max_line_bytes": max_line_bytes,
-    }
     truth: dict[str, Any] = {
         "generator": {"name": "lakecep.generate", "version": GENERATOR_VERSION},
-        "params": params,
+        "params": p.as_truth(),
         "definitions": DEFINITIONS,
         "counts": counts,
         "rfid_abc": results["rfid_abc"],
@@ -539,10 +670,10 @@ def generate(
             "event_id": [ids[r] for r in line_read_l],
             "kind": line_kind,
             "expected_code": [KIND_CODES[k] for k in line_kind],
-            "event_time_ms": t_ms[line_read],
-            "copy": is_dup,
-            "late": line_late,
-            "out_of_order": line_ooo,
+            "event_time_ms": reads.t_ms[lines_.line_read],
+            "copy": lines_.is_dup,
+            "late": lines_.line_late,
+            "out_of_order": lines_.line_ooo,
         }
     )
     return GenerationSummary(

@@ -215,20 +215,12 @@ def _simulate(streams: list[dict[str, Any]], share: float, td: float, mode: str
     return out
 
 
-def compute(stats: Sequence[Mapping[str, Any]], queries: Sequence[Any],
-            settings: Settings) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The tuned configuration for one statistics run (rows of gold.statistics), and its
-    rows for gold.allocations (one per query and stream)."""
-    from cep_core.tuning import allocation as A
+def _views(stats: Sequence[Mapping[str, Any]], queries: Sequence[Any],
+           settings: Settings) -> dict[str, dict[str, Any]]:
+    """Per query the allocation covers and whose streams all have a rate: its side,
+    deadline and streams."""
     from cep_core.tuning.statistics import pattern_variables
 
-    if not stats:
-        raise TuningError("no statistics rows: run `lakecep run statistics` first")
-    runs = {r["run_id"] for r in stats}
-    if len(runs) != 1:
-        raise TuningError(f"statistics rows of several runs given: {sorted(runs)}")
-    first = stats[0]
-    sigma, mode = settings.tuning_sigma, settings.tuning_consumption
     views: dict[str, dict[str, Any]] = {}
     for query in queries:
         view = _query_view(query, settings)
@@ -240,19 +232,14 @@ def compute(stats: Sequence[Mapping[str, Any]], queries: Sequence[Any],
             continue
         views[query.id] = {"query": query, "side": side, "deadline_seconds": td,
                            "streams": streams}
-    if not views:
-        raise TuningError("the statistics run has no stream rates of any pattern or "
-                          "live-archive query; nothing to allocate")
+    return views
 
-    every = [s for v in views.values() for s in v["streams"]]
-    total_rate = sum(s["arrival_rate"] for s in every)
-    mean_cost = (sum(s["arrival_rate"] * s["cost_seconds"] for s in every) / total_rate
-                 if total_rate > 0 else sum(s["cost_seconds"] for s in every) / len(every))
-    if settings.tuning_capacity > 0:
-        capacity, source = settings.tuning_capacity, "setting tuning_capacity"
-    else:
-        capacity, source = 1.0 / mean_cost, "measured: one core at the mean engine cost"
-    cores = capacity * mean_cost  # the capacity as a share of one core's time
+
+def _shares(views: dict[str, dict[str, Any]], cores: float, sigma: float
+            ) -> tuple[dict[str, float], dict[str, float], dict[str, float], bool]:
+    """(need, load, share) per query and whether the needs exceed the cores: each query
+    gets its need plus spare in proportion to its load, or its need scaled down."""
+    from cep_core.tuning import allocation as A
 
     needs, loads = {}, {}
     for qid, view in views.items():
@@ -268,52 +255,95 @@ def compute(stats: Sequence[Mapping[str, Any]], queries: Sequence[Any],
     shares = {qid: (cores * needs[qid] / need if overloaded else needs[qid] + spare * (
         loads[qid] / total_load if total_load > 0 else 1.0 / len(views)))
         for qid in views}
+    return needs, loads, shares, overloaded
+
+
+def _query_entry(stats: Sequence[Mapping[str, Any]], qid: str, view: dict[str, Any],
+                 share: float, need: float, load: float, top: float, sigma: float,
+                 mode: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One query's entry of the configuration and its gold.allocations rows."""
+    from cep_core.tuning import allocation as A
+
+    query, td = view["query"], view["deadline_seconds"]
+    result = _allocate([dict(s) for s in view["streams"]], share, td, sigma, mode)
+    simulated = _simulate(result["streams"], share, td, mode)
+    entry: dict[str, Any] = {
+        "kind": "live_archive" if view["side"] == "live" else "pattern",
+        "deadline_seconds": td, "share": share, "need": need, "load": load,
+        "pool": pool_name(qid), "weight": max(1, round(1000 * share / top)),
+        "model": result["model"], "disorder": result["disorder"],
+        "disorder_estimate": result["disorder_estimate"], "streams": result["streams"],
+        "simulated": simulated,
+    }
+    transitions = sorted(_select(stats, "transition", qid, view["side"]),
+                         key=lambda r: int(r["subject"]))
+    if transitions:
+        entry["stpm"] = {
+            "max_gap_seconds": [0.0] + [float(r["gap_seconds"] or 0.0)
+                                        for r in transitions],
+            "probability": [0.0] + [float(r["value"]) for r in transitions]}
+    if view["side"] == "live":
+        archive = _select(stats, "selectivity", qid, "archive")
+        whole = [r for r in archive if r["subject"] == "*"]
+        entry["archive_selectivity"] = float(whole[0]["value"]) if whole else None
+        tl = query.tolerated_latency
+        if tl is not None:
+            lam = sum(s["arrival_rate"] for s in result["streams"])
+            mu = sum(s["mu"] for s in result["streams"])
+            wait = A.mean_latency(lam, mu) if 0 < lam < mu else 0.0
+            entry["tolerated_latency_seconds"] = max(tl.total_seconds() - wait,
+                                                     tl.total_seconds() * 0.1)
+        ratio = _select(stats, "match_ratio", qid)
+        entry["match_ratio"] = float(ratio[0]["value"]) if ratio else None
+    allocations = []
+    for s in result["streams"]:
+        allocations.append({
+            "query_id": qid, "stream": s["stream"], "arrival_rate": s["arrival_rate"],
+            "cost_seconds": s["cost_seconds"], "mu": s["mu"], "quota": s["quota"],
+            "satisfaction": s["satisfaction"], "deadline_seconds": td,
+            "disorder": result["disorder"],
+            "disorder_estimate": result["disorder_estimate"], "pool": entry["pool"],
+            "pool_weight": entry["weight"],
+            "simulated_time_sharing": (simulated or {}).get("time_sharing"),
+            "simulated_fifo": (simulated or {}).get("fifo"), "model": result["model"]})
+    return entry, allocations
+
+
+def compute(stats: Sequence[Mapping[str, Any]], queries: Sequence[Any],
+            settings: Settings) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The tuned configuration for one statistics run (rows of gold.statistics), and its
+    rows for gold.allocations (one per query and stream)."""
+    if not stats:
+        raise TuningError("no statistics rows: run `lakecep run statistics` first")
+    runs = {r["run_id"] for r in stats}
+    if len(runs) != 1:
+        raise TuningError(f"statistics rows of several runs given: {sorted(runs)}")
+    first = stats[0]
+    sigma, mode = settings.tuning_sigma, settings.tuning_consumption
+    views = _views(stats, queries, settings)
+    if not views:
+        raise TuningError("the statistics run has no stream rates of any pattern or "
+                          "live-archive query; nothing to allocate")
+
+    every = [s for v in views.values() for s in v["streams"]]
+    total_rate = sum(s["arrival_rate"] for s in every)
+    mean_cost = (sum(s["arrival_rate"] * s["cost_seconds"] for s in every) / total_rate
+                 if total_rate > 0 else sum(s["cost_seconds"] for s in every) / len(every))
+    if settings.tuning_capacity > 0:
+        capacity, source = settings.tuning_capacity, "setting tuning_capacity"
+    else:
+        capacity, source = 1.0 / mean_cost, "measured: one core at the mean engine cost"
+    cores = capacity * mean_cost  # the capacity as a share of one core's time
+
+    needs, loads, shares, overloaded = _shares(views, cores, sigma)
     top = max(shares.values())
     out_queries: dict[str, Any] = {}
     allocations: list[dict[str, Any]] = []
     for qid, view in views.items():
-        query, td, share = view["query"], view["deadline_seconds"], shares[qid]
-        result = _allocate([dict(s) for s in view["streams"]], share, td, sigma, mode)
-        simulated = _simulate(result["streams"], share, td, mode)
-        entry: dict[str, Any] = {
-            "kind": "live_archive" if view["side"] == "live" else "pattern",
-            "deadline_seconds": td, "share": share, "need": needs[qid], "load": loads[qid],
-            "pool": pool_name(qid), "weight": max(1, round(1000 * share / top)),
-            "model": result["model"], "disorder": result["disorder"],
-            "disorder_estimate": result["disorder_estimate"], "streams": result["streams"],
-            "simulated": simulated,
-        }
-        transitions = sorted(_select(stats, "transition", qid, view["side"]),
-                             key=lambda r: int(r["subject"]))
-        if transitions:
-            entry["stpm"] = {
-                "max_gap_seconds": [0.0] + [float(r["gap_seconds"] or 0.0)
-                                            for r in transitions],
-                "probability": [0.0] + [float(r["value"]) for r in transitions]}
-        if view["side"] == "live":
-            archive = _select(stats, "selectivity", qid, "archive")
-            whole = [r for r in archive if r["subject"] == "*"]
-            entry["archive_selectivity"] = float(whole[0]["value"]) if whole else None
-            tl = query.tolerated_latency
-            if tl is not None:
-                lam = sum(s["arrival_rate"] for s in result["streams"])
-                mu = sum(s["mu"] for s in result["streams"])
-                wait = A.mean_latency(lam, mu) if 0 < lam < mu else 0.0
-                entry["tolerated_latency_seconds"] = max(tl.total_seconds() - wait,
-                                                         tl.total_seconds() * 0.1)
-            ratio = _select(stats, "match_ratio", qid)
-            entry["match_ratio"] = float(ratio[0]["value"]) if ratio else None
+        entry, rows = _query_entry(stats, qid, view, shares[qid], needs[qid], loads[qid],
+                                   top, sigma, mode)
         out_queries[qid] = entry
-        for s in result["streams"]:
-            allocations.append({
-                "query_id": qid, "stream": s["stream"], "arrival_rate": s["arrival_rate"],
-                "cost_seconds": s["cost_seconds"], "mu": s["mu"], "quota": s["quota"],
-                "satisfaction": s["satisfaction"], "deadline_seconds": td,
-                "disorder": result["disorder"],
-                "disorder_estimate": result["disorder_estimate"], "pool": entry["pool"],
-                "pool_weight": entry["weight"],
-                "simulated_time_sharing": (simulated or {}).get("time_sharing"),
-                "simulated_fifo": (simulated or {}).get("fifo"), "model": result["model"]})
+        allocations.extend(rows)
 
     per_file = [float(r["value"]) for r in _select(stats, "events_per_file")]
     tightest = min(v["deadline_seconds"] for v in views.values())
