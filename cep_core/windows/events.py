@@ -95,3 +95,15 @@ class WindowRow:
     count: int
     emitted_at: int
     revision: int
+
+
+def held_event(values: dict[int, tuple[int, float | None]], e: Event) -> Event:
+    """The event a delete of ``e`` removes from a key's held ``values`` (seq -> (time,
+    value)): its seq must be held, at ``e.time``; else :class:`WindowStateError`."""
+    held = values.get(e.seq)
+    if held is None:
+        raise WindowStateError(f"delete of key {e.key!r} seq {e.seq}: no such event held")
+    if held[0] != e.time:
+        raise WindowStateError(f"delete of key {e.key!r} seq {e.seq} at time {e.time}: "
+                               f"the held event is at time {held[0]}")
+    return Event(e.key, held[0], e.seq, held[1])

@@ -28,6 +28,7 @@ from .events import (
     WindowStateError,
     delta_key,
     delta_times,
+    held_event,
 )
 
 
@@ -198,13 +199,7 @@ class WindowOperator:
 
     @staticmethod
     def _held(ks: _KeyState, e: Event) -> Event:
-        held = ks.values.get(e.seq)
-        if held is None:
-            raise WindowStateError(f"delete of key {e.key!r} seq {e.seq}: no such event held")
-        if held[0] != e.time:
-            raise WindowStateError(f"delete of key {e.key!r} seq {e.seq} at time {e.time}: "
-                                   f"the held event is at time {held[0]}")
-        return Event(e.key, held[0], e.seq, held[1])
+        return held_event(ks.values, e)
 
     def _insert(self, ks: _KeyState, e: Event) -> None:
         ks.values[e.seq] = (e.time, e.value)

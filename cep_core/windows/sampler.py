@@ -29,6 +29,7 @@ from .events import (
     WindowRow,
     WindowStateError,
     delta_key,
+    held_event,
 )
 
 
@@ -147,13 +148,7 @@ class Sampler:
 
     @staticmethod
     def _held(ks: _SKey, e: Event) -> Event:
-        held = ks.values.get(e.seq)
-        if held is None:
-            raise WindowStateError(f"delete of key {e.key!r} seq {e.seq}: no such event held")
-        if held[0] != e.time:
-            raise WindowStateError(f"delete of key {e.key!r} seq {e.seq} at time {e.time}: "
-                                   f"the held event is at time {held[0]}")
-        return Event(e.key, held[0], e.seq, held[1])
+        return held_event(ks.values, e)
 
     def _to_heaps(self, ks: _SKey) -> None:
         """After a non-FIFO change (late event inside the window, delete or replace of an
