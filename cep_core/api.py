@@ -24,6 +24,7 @@ from .compile.values import column_values, to_python
 from .errors import QueryError
 from .language import ast
 from .language.parser import parse
+from .language.printer import to_sql
 from .runtime.consumption import consume
 from .runtime.fast import FastRunner
 from .runtime.matcher import (
@@ -377,7 +378,8 @@ class Bound:
                 starts = np.logical_or.reduce([mk for mk in masks if mk is not None])
         matcher = Matcher(q.program, Conditions(local, self.dependent), self.skip, window,
                           report_unmatched=m.rows_per_match == "ALL UNMATCHED", starts=starts,
-                          selection=m.selection, memo=position_only(m.defines))
+                          selection=m.selection, memo=position_only(m.defines),
+                          blame=_blame(m.pattern))
         matcher.emit_timeouts = m.emit_timeouts
         return matcher, st
 
@@ -515,3 +517,9 @@ def _is_classifier_arg(node: ast.Column, expr: ast.Expr) -> bool:
         if isinstance(n, ast.Call) and n.name == "CLASSIFIER" and node in n.args:
             return any(a is node for a in n.args)
     return False
+
+
+def _blame(pattern: ast.Pattern) -> tuple[str, tuple[int, int]]:
+    """The pattern part named when matching backtracks too much (see Matcher)."""
+    part = P.backtracking_part(pattern)
+    return to_sql(part), part.pos

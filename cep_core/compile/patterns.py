@@ -202,6 +202,38 @@ class _Builder:
         return self.slots - 1
 
 
+def backtracking_part(p: ast.Pattern) -> ast.Pattern:
+    """The part of ``p`` to blame when matching backtracks without bound: the outermost
+    quantified group whose body holds another quantifier (``(A+)+``, ``(A?){50}``), else
+    the first unbounded quantifier, else ``p`` itself. Used in the step-limit error."""
+    nested: list[ast.Pattern] = []
+    unbounded: list[ast.Pattern] = []
+
+    def has_quantifier(node: ast.Pattern) -> bool:
+        if isinstance(node, ast.Quantified):
+            return True
+        if isinstance(node, ast.Concat | ast.Alternation | ast.Permute):
+            return any(has_quantifier(i) for i in node.items)
+        if isinstance(node, ast.Group | ast.Exclusion):
+            return has_quantifier(node.body)
+        return False
+
+    def visit(node: ast.Pattern) -> None:
+        if isinstance(node, ast.Quantified):
+            if has_quantifier(node.body):
+                nested.append(node)
+            elif node.high is None:
+                unbounded.append(node)
+        if isinstance(node, ast.Concat | ast.Alternation | ast.Permute):
+            for item in node.items:
+                visit(item)
+        elif isinstance(node, ast.Group | ast.Exclusion | ast.Quantified):
+            visit(node.body)
+
+    visit(p)
+    return (nested or unbounded or [p])[0]
+
+
 def first_variables(p: ast.Pattern) -> set[str]:
     """Variables that can map the first row of a non-empty match of ``p``."""
     if isinstance(p, ast.Var):

@@ -36,6 +36,12 @@ from ..language import ast
 # partition stays this small, else a set of at most _MEMO_SET entries (then emptied).
 _MEMO_BYTES = 1 << 26
 _MEMO_SET = 1 << 20
+# The bound on backtracking (docs/query-language.md, "Bounds"): an attempt from one start
+# row may return to a choice point at most max(MAX_BACKTRACKS, BACKTRACKS_PER_ROW x rows of
+# the partition) times, else QueryError. Deterministic (a count, not a time), so batch and
+# incremental runs agree on which queries raise.
+MAX_BACKTRACKS = 100_000
+BACKTRACKS_PER_ROW = 4
 
 
 @dataclass
@@ -103,7 +109,7 @@ class Matcher:
     def __init__(self, program: P.Program, conditions: Conditions, skip: SkipPolicy,
                  window: Window | None, report_unmatched: bool = False,
                  starts: np.ndarray | None = None, selection: str = "STRICT",
-                 memo: bool = False):
+                 memo: bool = False, blame: tuple[str, tuple[int, int]] = ("", (1, 1))):
         """``starts``, if given, marks the rows where a match can start at all (the pattern
         cannot match empty, and this row passes the row-local condition of some variable
         that can come first); other rows are skipped without running the program.
@@ -117,7 +123,13 @@ class Matcher:
         from the start row) the states stay remembered across the failed attempts of a
         partition. This bounds an attempt by (program size x rows) instead of the number
         of paths, which grows exponentially for patterns like ``(A+)+ B`` and as a power
-        of the rows for ``A+ A+ A+ B``."""
+        of the rows for ``A+ A+ A+ B``.
+
+        Where memoisation does not apply (conditions that look at the match so far), an
+        attempt that backtracks more than ``max_backtracks`` times raises QueryError naming
+        ``blame`` (the pattern part as text, and its position)."""
+        self.max_backtracks = MAX_BACKTRACKS
+        self.blame = blame
         self.starts = starts
         self.selection = selection
         # Incremental matching (see cep_core.streaming): with ``open`` set, more rows may
@@ -218,6 +230,7 @@ class Matcher:
         ncode = len(code)
         plain = self._plain
         top = start
+        budget = max(self.max_backtracks, BACKTRACKS_PER_ROW * (hi - lo))
         while True:
             ins = code[pc]
             op = ins[0]
@@ -357,6 +370,9 @@ class Matcher:
                 if seen is not None:
                     self._memo_end(top, window is not None)
                 return None
+            budget -= 1
+            if budget < 0:
+                self._too_many_backtracks(start)
             pc, pos, size, excl, slots, guard = stack.pop()
             if size < len(rows):
                 del rows[size:]
@@ -452,6 +468,16 @@ class Matcher:
                 self._seen_from = self._seen_top = -1
         elif forget and seen is not None:
             seen.clear()
+
+    def _too_many_backtracks(self, start: int) -> None:
+        text, pos = self.blame
+        part = f" in {text}" if text else ""
+        raise QueryError(
+            f"pattern matching backtracked too often{part} "
+            f"from one start row (row {start} of the sorted input); the pattern can match "
+            "the same rows in too many ways -- rewrite it without nested quantifiers, or "
+            "make the DEFINE conditions depend only on the current row so that failed "
+            "states can be remembered", *pos)
 
     def _record_timeout(self, rows: list[int], labels: list[int], flags: list[bool]) -> None:
         best = self.timeout
