@@ -522,4 +522,4 @@ def _is_classifier_arg(node: ast.Column, expr: ast.Expr) -> bool:
 def _blame(pattern: ast.Pattern) -> tuple[str, tuple[int, int]]:
     """The pattern part named when matching backtracks too much (see Matcher)."""
     part = P.backtracking_part(pattern)
-    return to_sql(part), part.pos
+    return to_sql(part), getattr(part, "pos", (1, 1))
