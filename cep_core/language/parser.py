@@ -11,12 +11,29 @@ from ..errors import QueryError
 from . import ast
 from .tokens import Kind, Token, tokenize
 
+# Trino's reserved keywords (docs "Reserved keywords"; SqlBase.g4: every keyword outside
+# the nonReserved rule). Only these cannot be used as plain names; every other word of the
+# MATCH_RECOGNIZE syntax (MATCH, PARTITION, ONE, ROWS, PER, MEASURES, PATTERN, DEFINE,
+# RUNNING, FINAL, PERMUTE, INTERVAL, ...) is non-reserved and works as a column name,
+# alias, measure name or pattern variable; the parser tells them apart by context.
 RESERVED = {
-    "SELECT", "FROM", "MATCH_RECOGNIZE", "PARTITION", "ORDER", "BY", "MEASURES", "ONE", "ALL",
-    "ROWS", "ROW", "PER", "MATCH", "AFTER", "SKIP", "PATTERN", "SUBSET", "DEFINE", "AS", "AND",
-    "OR", "NOT", "IS", "NULL", "IN", "BETWEEN", "CASE", "WHEN", "THEN", "ELSE", "END", "WITHIN",
-    "TRUE", "FALSE", "INTERVAL", "ASC", "DESC", "PERMUTE", "RUNNING", "FINAL", "NULLS",
-    "LIKE", "CAST", "DISTINCT",
+    "ALTER", "AND", "AS", "BETWEEN", "BY", "CASE", "CAST", "CONSTRAINT", "CREATE", "CROSS",
+    "CUBE", "CURRENT_CATALOG", "CURRENT_DATE", "CURRENT_PATH", "CURRENT_ROLE",
+    "CURRENT_SCHEMA", "CURRENT_TIME", "CURRENT_TIMESTAMP", "CURRENT_USER", "DEALLOCATE",
+    "DELETE", "DESCRIBE", "DISTINCT", "DROP", "ELSE", "END", "ESCAPE", "EXCEPT", "EXECUTE",
+    "EXISTS", "EXTRACT", "FALSE", "FOR", "FROM", "FULL", "GROUP", "GROUPING", "HAVING", "IN",
+    "INNER", "INSERT", "INTERSECT", "INTO", "IS", "JOIN", "JSON_ARRAY", "JSON_EXISTS",
+    "JSON_OBJECT", "JSON_QUERY", "JSON_TABLE", "JSON_VALUE", "LEFT", "LIKE", "LISTAGG",
+    "LOCALTIME", "LOCALTIMESTAMP", "NATURAL", "NORMALIZE", "NOT", "NULL", "ON", "OR", "ORDER",
+    "OUTER", "PREPARE", "RECURSIVE", "RIGHT", "ROLLUP", "SELECT", "SKIP", "TABLE", "THEN",
+    "TRIM", "TRUE", "UESCAPE", "UNION", "UNNEST", "USING", "VALUES", "WHEN", "WHERE", "WITH",
+}
+# Words with a meaning somewhere in the syntax; the printer quotes names spelled like these
+# (always safe) so that its output parses back to the same tree.
+KEYWORDS = RESERVED | {
+    "MATCH_RECOGNIZE", "PARTITION", "MEASURES", "ONE", "ALL", "ROWS", "ROW", "PER", "MATCH",
+    "AFTER", "PATTERN", "SUBSET", "DEFINE", "WITHIN", "INTERVAL", "ASC", "DESC", "PERMUTE",
+    "RUNNING", "FINAL", "NULLS", "TIMESTAMP", "FIRST", "LAST", "NEXT", "PAST", "TO",
 }
 # CAST target types; the value is how many parenthesised numbers the type may take.
 CAST_TYPES = {"BIGINT": 0, "INTEGER": 0, "INT": 0, "DOUBLE": 0, "REAL": 0, "DECIMAL": 2,
@@ -403,13 +420,15 @@ class _Parser:
             self._expect_kw("LAST", "ROW")
             return ast.SkipTo("PAST LAST ROW", pos=pos)
         self._expect_kw("TO")
-        if self._match_kw("NEXT"):
-            self._expect_kw("ROW")
+        if self._match_kw("NEXT", "ROW"):
             return ast.SkipTo("TO NEXT ROW", pos=pos)
         kind = "TO LAST"
-        if self._match_kw("FIRST"):
+        # FIRST / LAST are non-reserved: a variable may be named so (SKIP TO FIRST FIRST).
+        if self._is_kw("FIRST") and self._peek().kind in (Kind.IDENT, Kind.QUOTED):
+            self._advance()
             kind = "TO FIRST"
-        elif self._match_kw("LAST"):
+        elif self._is_kw("LAST") and self._peek().kind in (Kind.IDENT, Kind.QUOTED):
+            self._advance()
             kind = "TO LAST"
         var, tok = self._parse_var_name()
         return ast.SkipTo(kind, var, self._pos(tok))
@@ -450,7 +469,7 @@ class _Parser:
         if tok.kind is Kind.QUOTED:
             return True
         if tok.kind is Kind.IDENT:
-            return tok.upper not in RESERVED or tok.upper in ("PERMUTE", "NOT")
+            return tok.upper not in RESERVED or tok.upper == "NOT"
         return tok.kind is Kind.SYMBOL and tok.text in ("(", "{-", "^", "$")
 
     def _parse_quantified(self) -> ast.Pattern:
@@ -534,7 +553,8 @@ class _Parser:
             if self.tok.kind is Kind.SYMBOL and self.tok.text in ("*", "+", "?", "{"):
                 raise self._error("a negated variable (NOT var) cannot be quantified")
             return ast.Negation(name, pos)
-        if tok.upper == "PERMUTE":
+        if tok.upper == "PERMUTE" and self._peek().kind is Kind.SYMBOL \
+                and self._peek().text == "(":
             self._advance()
             self._expect_sym("(", "after PERMUTE")
             items = [self._parse_alternation()]
@@ -695,7 +715,7 @@ class _Parser:
             if word == "NULL":
                 self._advance()
                 return ast.Literal(None, pos)
-            if word == "INTERVAL":
+            if word == "INTERVAL" and self._peek().kind in (Kind.STRING, Kind.NUMBER):
                 return self._parse_interval()
             if word == "TIMESTAMP" and self._peek().kind is Kind.STRING:
                 self._advance()
@@ -704,7 +724,8 @@ class _Parser:
                 return self._parse_case()
             if word == "CAST" and self._peek().text == "(":
                 return self._parse_cast()
-            if word in ("RUNNING", "FINAL"):
+            if word in ("RUNNING", "FINAL") and self._peek().kind is Kind.IDENT \
+                    and self._peek(2).kind is Kind.SYMBOL and self._peek(2).text == "(":
                 self._advance()
                 call = self._parse_primary()
                 if not isinstance(call, ast.Call):

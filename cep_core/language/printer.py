@@ -6,7 +6,7 @@ import re
 from functools import singledispatch
 
 from . import ast
-from .parser import RESERVED
+from .parser import KEYWORDS
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -21,14 +21,14 @@ def to_sql(node: ast.Query | ast.Expr | ast.Pattern) -> str:
 
 
 def _ident(name: str, quoted: bool = False) -> str:
-    if quoted or not _PLAIN.match(name) or name.upper() in RESERVED:
+    if quoted or not _PLAIN.match(name) or name.upper() in KEYWORDS:
         return '"' + name.replace('"', '""') + '"'
     return name
 
 
 def _var(name: str) -> str:
     # Unquoted variables were normalised to upper case; anything else must be quoted.
-    if _PLAIN.match(name) and name == name.upper() and name not in RESERVED:
+    if _PLAIN.match(name) and name == name.upper() and name not in KEYWORDS:
         return name
     return '"' + name.replace('"', '""') + '"'
 
