@@ -21,7 +21,7 @@ from .compile.expressions import AnyColumns, ExprCompiler, Scope, conjuncts, is_
 from .compile.fast_plan import plan_fast
 from .compile.state import Fn, MatchState
 from .compile.values import column_values, to_python
-from .errors import QueryError
+from .errors import QueryError, query_errors
 from .language import ast
 from .language.parser import parse
 from .language.printer import to_sql
@@ -74,7 +74,8 @@ class CompiledQuery:
 
     def __init__(self, query: str, engine: str | None = None):
         self.text = query
-        self.tree = parse(query)
+        with query_errors(query):  # e.g. RecursionError on absurdly long expressions
+            self.tree = parse(query)
         self.match = self.tree.match
         #: the checked plan of an UNCERTAIN TIME query (run by :mod:`cep_core.uncertain`)
         self.uncertain_plan: UncertainPlan | None = None
@@ -90,10 +91,8 @@ class CompiledQuery:
             self._fast, self.plan = None, "uncertain: cep_core.uncertain.evaluate"
             self.engine = "uncertain"
             return
-        try:
+        with query_errors(query):
             self._check()
-        except QueryError as err:
-            raise err.with_query(query) from None
         fast_plan, self.plan = plan_fast(self, engine)
         self._fast = None if fast_plan is None else FastRunner(fast_plan)
         #: 'fast' or 'general': which matcher ``find_matches``/``run`` use.
@@ -242,31 +241,27 @@ class CompiledQuery:
             raise QueryError("an UNCERTAIN TIME query has no certain matches; use run() or "
                              "cep_core.uncertain.evaluate()", *self.uncertain_plan.clause.pos,
                              query=self.text)
-        bound = self._bind(df)
-        try:
+        with query_errors(self.text):
+            bound = self._bind(df)
             if self._fast is not None:
                 found = self._fast.find_matches(bound, df)
                 if found is not None:
                     return found
             return bound.find_matches(df)
-        except QueryError as err:
-            raise err.with_query(self.text) from None
 
     def run(self, df: pd.DataFrame) -> pd.DataFrame:
         """The query's result over ``df`` (as :func:`match_recognize` returns it)."""
-        if self.uncertain_plan is not None:
-            from .uncertain.evaluation import evaluate_compiled
+        with query_errors(self.text):
+            if self.uncertain_plan is not None:
+                from .uncertain.evaluation import evaluate_compiled
 
-            return evaluate_compiled(self, df).table
-        bound = self._bind(df)
-        try:
+                return evaluate_compiled(self, df).table
+            bound = self._bind(df)
             if self._fast is not None:
                 table = self._fast.run(bound, df)
                 if table is not None:
                     return table
             return bound.run(df)
-        except QueryError as err:
-            raise err.with_query(self.text) from None
 
     def sql(self) -> str:
         """The query printed back as SQL."""

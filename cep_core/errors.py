@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+# Exceptions that evaluation of a query over odd data may raise from Python, numpy or
+# pandas (a string compared with a number, an overflowing timestamp, a deep recursion ...):
+# the public entry points turn them into QueryError (see :func:`query_errors`).
+EVALUATION_ERRORS: tuple[type[BaseException], ...] = (
+    TypeError, ValueError, ArithmeticError, LookupError, AttributeError, RecursionError)
+
 
 class QueryError(ValueError):
     """A query could not be parsed, compiled or evaluated.
@@ -34,3 +43,18 @@ class QueryError(ValueError):
 
     def __str__(self) -> str:
         return self._render()
+
+
+@contextmanager
+def query_errors(query: str | None) -> Iterator[None]:
+    """Run a public entry point: a QueryError gets the query text; any other evaluation
+    error (:data:`EVALUATION_ERRORS`) becomes a QueryError naming the original exception,
+    so callers only ever see QueryError for a bad query or data it cannot evaluate."""
+    try:
+        yield
+    except QueryError as err:
+        raise (err if query is None else err.with_query(query)) from None
+    except EVALUATION_ERRORS as err:
+        detail = str(err).splitlines()[0] if str(err) else ""
+        raise QueryError(f"the query could not be evaluated: {type(err).__name__}"
+                         + (f": {detail}" if detail else ""), query=query) from err

@@ -260,7 +260,8 @@ class ExprCompiler:
         def call(*args: Any) -> Any:
             try:
                 return fn(*args)
-            except (TypeError, ValueError, OverflowError) as err:
+            except (TypeError, ValueError, ArithmeticError) as err:
+                # e.g. MOD(x, 0) on whole numbers: an error, as Trino's "Division by zero"
                 raise QueryError(f"{name}: {err}", *pos) from None
 
         return call

@@ -27,10 +27,15 @@ def modulo(a: Any, b: Any) -> Any:
 def _round(x: Any, digits: Any = 0) -> Any:
     if is_null(x) or is_null(digits):
         return None
-    scale = 10 ** int(digits)
+    digits = int(digits)
+    if digits > 308:  # finer than any double: unchanged
+        return x
+    if digits < -308:  # coarser than any double: 0 (as Trino)
+        return 0 if isinstance(x, int) else math.copysign(0.0, x)
+    scale = 10 ** digits
     value = math.floor(abs(x) * scale + 0.5) / scale
     value = math.copysign(value, x)
-    return int(value) if isinstance(x, int) and int(digits) <= 0 else value
+    return int(value) if isinstance(x, int) and digits <= 0 else value
 
 
 def _strict(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -46,7 +46,7 @@ from ..api import Partition as _Partition
 from ..compile.expressions import walk
 from ..compile.state import MatchState
 from ..compile.values import to_python
-from ..errors import QueryError
+from ..errors import QueryError, query_errors
 from ..language import ast
 from ..runtime.consumption import Consumer, Instance
 from ..runtime.matcher import Matcher, RawMatch
@@ -140,22 +140,26 @@ class IncrementalMatcher:
     # ------------------------------------------------------------------ public
     def feed(self, batch: pd.DataFrame) -> list[Match]:
         """Add a batch; return the matches that became final, by partition key."""
-        return self._feed(batch, table=False)[0]
+        with query_errors(self.compiled.text):
+            return self._feed(batch, table=False)[0]
 
     def flush(self) -> list[Match]:
         """End of input: settle every partition and return the remaining matches."""
-        return self._flush(table=False)[0]
+        with query_errors(self.compiled.text):
+            return self._flush(table=False)[0]
 
     def feed_table(self, batch: pd.DataFrame) -> pd.DataFrame:
         """Add a batch; return the query's output rows (as :meth:`CompiledQuery.run` gives
         them: ONE ROW or ALL ROWS PER MATCH, incl. unmatched rows) that became final."""
-        return self._table(self._feed(batch, table=True)[1], batch)
+        with query_errors(self.compiled.text):
+            return self._table(self._feed(batch, table=True)[1], batch)
 
     def flush_table(self) -> pd.DataFrame:
         """End of input: the remaining output rows (see :meth:`feed_table`)."""
         frame = self.store.frame
-        return self._table(self._flush(table=True)[1],
-                           None if frame is None else frame.drop(columns=[ROW_ID]))
+        with query_errors(self.compiled.text):
+            return self._table(self._flush(table=True)[1],
+                               None if frame is None else frame.drop(columns=[ROW_ID]))
 
     def buffered_rows(self) -> int:
         """Rows buffered in memory (not counting spilled keys)."""

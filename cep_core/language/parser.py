@@ -7,6 +7,8 @@ against the input columns later (case-insensitively unless quoted).
 
 from __future__ import annotations
 
+import math
+
 from ..errors import QueryError
 from . import ast
 from .tokens import Kind, Token, tokenize
@@ -43,7 +45,14 @@ _CLAUSES = ("PARTITION BY", "ORDER BY", "MEASURES", "ONE ROW PER MATCH", "ALL RO
 _CONSUMPTION_MODES = ("RECENT", "FIRST", "CHRONICLE", "CUMULATIVE", "CONTINUOUS")
 _EVENT_CONSTRAINTS = ("PRIOR", "EXCLUSIVE", "REQUIRE")
 _INTERVAL_UNITS = {"SECOND", "MINUTE", "HOUR", "DAY"}
+_UNIT_SECONDS = {"SECOND": 1, "MINUTE": 60, "HOUR": 3600, "DAY": 86400}
+# pandas timestamps are int64 nanoseconds: an interval longer than that range cannot be
+# added to one (pd.Timedelta.max is a little over 106,751 days).
+_MAX_INTERVAL_SECONDS = 106_751 * 86_400
 _COMPARISONS = {"=", "<>", "!=", "<", "<=", ">", ">="}
+# The deepest nesting of parentheses, NOT, signs or pattern groups the parser accepts (a
+# recursive-descent parser would otherwise hit Python's recursion limit).
+MAX_NESTING = 64
 
 
 def parse(text: str) -> ast.Query:
@@ -69,6 +78,13 @@ class _Parser:
     def __init__(self, tokens: list[Token]):
         self.tokens = tokens
         self.i = 0
+        self.depth = 0
+
+    def _nest(self, tok: Token) -> None:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self._error(f"expression or pattern nested too deeply (more than "
+                              f"{MAX_NESTING} levels)", tok)
 
     # ------------------------------------------------------------------ token helpers
     @property
@@ -450,9 +466,11 @@ class _Parser:
 
     def _parse_alternation(self) -> ast.Pattern:
         pos = self._pos()
+        self._nest(self.tok)
         items = [self._parse_concat()]
         while self._match_sym("|"):
             items.append(self._parse_concat())
+        self.depth -= 1
         return items[0] if len(items) == 1 else ast.Alternation(tuple(items), pos)
 
     def _parse_concat(self) -> ast.Pattern:
@@ -604,7 +622,10 @@ class _Parser:
 
     # ------------------------------------------------------------------ expressions
     def _parse_expr(self) -> ast.Expr:
-        return self._parse_or()
+        self._nest(self.tok)
+        expr = self._parse_or()
+        self.depth -= 1
+        return expr
 
     def _parse_or(self) -> ast.Expr:
         left = self._parse_and()
@@ -625,8 +646,10 @@ class _Parser:
     def _parse_not(self) -> ast.Expr:
         if self._is_kw("NOT"):
             pos = self._pos()
-            self._advance()
-            return ast.Unary("NOT", self._parse_not(), pos)
+            self._nest(self._advance())
+            operand = self._parse_not()
+            self.depth -= 1
+            return ast.Unary("NOT", operand, pos)
         return self._parse_comparison()
 
     def _parse_comparison(self) -> ast.Expr:
@@ -687,8 +710,11 @@ class _Parser:
     def _parse_unary(self) -> ast.Expr:
         if self.tok.kind is Kind.SYMBOL and self.tok.text in ("-", "+"):
             pos = self._pos()
-            op = self._advance().text
+            sign = self._advance()
+            op = sign.text
+            self._nest(sign)
             operand = self._parse_unary()
+            self.depth -= 1
             if op == "-" and isinstance(operand, ast.Literal) and _is_number(operand.value):
                 return ast.Literal(-operand.value, pos)  # type: ignore[operator]
             return ast.Unary(op, operand, pos)
@@ -731,6 +757,11 @@ class _Parser:
                 if not isinstance(call, ast.Call):
                     raise QueryError(f"{word} must be followed by a function call such as "
                                      "LAST(...) or SUM(...)", *pos)
+                if call.name in ("PREV", "NEXT", "MATCH_NUMBER"):
+                    # Trino / SQL:2016: RUNNING and FINAL qualify logical navigation
+                    # (FIRST, LAST) and aggregates; PREV/NEXT navigate physically.
+                    raise QueryError(f"{word} cannot be applied to {call.name}; it applies "
+                                     "to FIRST, LAST, CLASSIFIER and aggregates", *pos)
                 return ast.Call(call.name, call.args, word, pos, call.distinct)
             if self._peek().kind is Kind.SYMBOL and self._peek().text == "(" and (
                     word not in RESERVED):
@@ -751,9 +782,11 @@ class _Parser:
             raise self._error(f"expected the interval amount in quotes, e.g. INTERVAL '10' "
                               f"HOUR, found {tok.describe()}")
         try:
-            float(amount)
+            value = float(amount)
         except ValueError:
             raise self._error(f"bad interval amount '{amount}'", tok) from None
+        if not math.isfinite(value):
+            raise self._error(f"bad interval amount '{amount}'", tok)
         self._advance()
         unit_tok = self.tok
         unit = unit_tok.upper
@@ -762,6 +795,10 @@ class _Parser:
         if unit not in _INTERVAL_UNITS:
             raise self._error(f"unknown interval unit {unit_tok.describe()}; expected SECOND, "
                               "MINUTE, HOUR or DAY", unit_tok)
+        if abs(value) * _UNIT_SECONDS[unit] > _MAX_INTERVAL_SECONDS:
+            raise self._error(f"interval '{amount}' {unit} is out of range: at most "
+                              f"{_MAX_INTERVAL_SECONDS // 86400:,} days (the span of "
+                              "nanosecond timestamps)", tok)
         self._advance()
         return ast.IntervalLiteral(amount, unit, pos)
 

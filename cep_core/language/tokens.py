@@ -38,6 +38,8 @@ class Token:
         return f"'{self.text}'"
 
 
+_DIGITS = frozenset("0123456789")  # str.isdigit() also takes '²', '٣' ...
+
 # Longest symbols first.
 _SYMBOLS = ("{-", "-}", "<>", "!=", "<=", ">=", "||", "=", "<", ">", "+", "-", "*", "/", "%",
             "(", ")", ",", ".", "{", "}", "?", "|", "^", "$", ";")
@@ -82,21 +84,21 @@ def tokenize(text: str) -> list[Token]:
             tokens.append(Token(Kind.IDENT, text[i:j], start_line, start_col))
             advance(j - i)
             continue
-        if ch.isdigit() or (ch == "." and i + 1 < n and text[i + 1].isdigit()):
+        if ch in _DIGITS or (ch == "." and i + 1 < n and text[i + 1] in _DIGITS):
             j = i
-            while j < n and text[j].isdigit():
+            while j < n and text[j] in _DIGITS:
                 j += 1
-            if j < n and text[j] == "." and j + 1 < n and text[j + 1].isdigit():
+            if j < n and text[j] == "." and j + 1 < n and text[j + 1] in _DIGITS:
                 j += 1
-                while j < n and text[j].isdigit():
+                while j < n and text[j] in _DIGITS:
                     j += 1
             if j < n and text[j] in "eE":
                 k = j + 1
                 if k < n and text[k] in "+-":
                     k += 1
-                if k < n and text[k].isdigit():
+                if k < n and text[k] in _DIGITS:
                     j = k
-                    while j < n and text[j].isdigit():
+                    while j < n and text[j] in _DIGITS:
                         j += 1
             tokens.append(Token(Kind.NUMBER, text[i:j], start_line, start_col))
             advance(j - i)
