@@ -30,6 +30,8 @@ RESERVED = {
     "OUTER", "PREPARE", "RECURSIVE", "RIGHT", "ROLLUP", "SELECT", "SKIP", "TABLE", "THEN",
     "TRIM", "TRUE", "UESCAPE", "UNION", "UNNEST", "USING", "VALUES", "WHEN", "WHERE", "WITH",
 }
+# Reserved words that are still function names when followed by '(' (TRIM(s)).
+_RESERVED_FUNCTIONS = {"TRIM", "EXTRACT", "NORMALIZE", "LISTAGG"}
 # Words with a meaning somewhere in the syntax; the printer quotes names spelled like these
 # (always safe) so that its output parses back to the same tree.
 KEYWORDS = RESERVED | {
@@ -764,7 +766,7 @@ class _Parser:
                                      "to FIRST, LAST, CLASSIFIER and aggregates", *pos)
                 return ast.Call(call.name, call.args, word, pos, call.distinct)
             if self._peek().kind is Kind.SYMBOL and self._peek().text == "(" and (
-                    word not in RESERVED):
+                    word not in RESERVED or word in _RESERVED_FUNCTIONS):
                 return self._parse_call()
         if tok.kind in (Kind.IDENT, Kind.QUOTED):
             return self._parse_column_ref()
