@@ -485,11 +485,17 @@ def sql(spark, statement: str):  # noqa: ANN001, ANN201
     ``MATCH_RECOGNIZE (...)`` (see :func:`rewrite`). Each clause becomes a temporary view
     computed by :func:`match_recognize`; Spark runs the rest of the statement."""
     rewritten, clauses = rewrite(statement)
-    for clause in clauses:
-        located = _Located.compile(statement, clause.query, clause.where)
-        source = spark.sql(f"SELECT * FROM {clause.relation}")
-        located.run(source, None, None).createOrReplaceTempView(clause.view)
-    return spark.sql(rewritten)
+    try:
+        for clause in clauses:
+            located = _Located.compile(statement, clause.query, clause.where)
+            source = spark.sql(f"SELECT * FROM {clause.relation}")
+            located.run(source, None, None).createOrReplaceTempView(clause.view)
+        # spark.sql analyses the statement at once: the result keeps the views' plans,
+        # so the views can go.
+        return spark.sql(rewritten)
+    finally:
+        for clause in clauses:
+            spark.catalog.dropTempView(clause.view)
 
 
 @dataclass(frozen=True)
