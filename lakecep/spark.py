@@ -442,6 +442,13 @@ def _as_type(series: pd.Series, kind: Any) -> pd.Series:  # noqa: PLR0911
     from pyspark.sql import types as T
 
     values = series.reset_index(drop=True)
+    kinds = pd.api.types
+    if (_integral(kind) and kinds.is_integer_dtype(values)) or (
+            isinstance(kind, T.FloatType | T.DoubleType) and kinds.is_float_dtype(values)) or (
+            isinstance(kind, T.BooleanType) and kinds.is_bool_dtype(values)) or (
+            isinstance(kind, T.TimestampType | T.TimestampNTZType)
+            and kinds.is_datetime64_dtype(values)):
+        return values  # already what Arrow turns into ``kind`` (input columns, mostly)
     missing = values.isna()
     if isinstance(kind, T.BooleanType):
         return pd.Series([None if m else bool(v) for v, m in zip(values, missing, strict=True)],
