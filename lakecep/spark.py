@@ -492,9 +492,10 @@ def sql(spark, statement: str):  # noqa: ANN001, ANN201
     ``MATCH_RECOGNIZE (...)`` (see :func:`rewrite`). Each clause becomes a temporary view
     computed by :func:`match_recognize`; Spark runs the rest of the statement."""
     rewritten, clauses = rewrite(statement)
+    # Every clause is parsed and checked before Spark reads anything.
+    compiled = [_Located.compile(statement, c.query, c.where) for c in clauses]
     try:
-        for clause in clauses:
-            located = _Located.compile(statement, clause.query, clause.where)
+        for clause, located in zip(clauses, compiled, strict=True):
             source = spark.sql(f"SELECT * FROM {clause.relation}")
             located.run(source, None, None).createOrReplaceTempView(clause.view)
         # spark.sql analyses the statement at once: the result keeps the views' plans,
