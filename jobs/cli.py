@@ -122,6 +122,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_sql(args: argparse.Namespace, settings: Settings) -> int:
+    from lakecep.spark import sql as spark_sql  # MATCH_RECOGNIZE clauses (docs/spark.md)
+
     from .catalog import register_tables
 
     spark = _spark(settings, "lakecep-sql")
@@ -130,7 +132,7 @@ def cmd_sql(args: argparse.Namespace, settings: Settings) -> int:
         # PySpark also logs failed queries as JSON; the error below says it once, clearly.
         logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
         try:
-            frame = spark.sql(args.query)
+            frame = spark_sql(spark, args.query)
         except Exception as exc:
             if "TABLE_OR_VIEW_NOT_FOUND" not in str(exc):
                 raise
@@ -228,7 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "bronze.events, silver.events, silver.quarantine, silver.duplicates, "
                          "gold.complex_events, gold.quality_results, gold.statistics, "
                          "gold.allocations, ... (Delta time travel: "
-                         "... FROM silver.events VERSION AS OF 3).")
+                         "... FROM silver.events VERSION AS OF 3). A table or (subquery) in "
+                         "FROM may be followed by MATCH_RECOGNIZE (...) (docs/spark.md).")
     sql.add_argument("query")
     sql.add_argument("--limit", type=int, default=50, help="rows to show (default 50)")
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")

@@ -85,7 +85,8 @@ def _imports(path: Path) -> list[tuple[int, str]]:
 
 
 def _floor(module: str) -> int | None:
-    """cep_core and data 1 < lakecep's pure code 2 < jobs 3 < CLI and DAGs 4."""
+    """cep_core and data 1 < lakecep's pure code 2 < jobs and lakecep.spark (the public
+    Spark API) 3 < CLI and DAGs 4."""
     def under(name: str) -> bool:
         return module == name or module.startswith(name + ".")
 
@@ -94,7 +95,7 @@ def _floor(module: str) -> int | None:
         return 1
     if under("lakecep.jobs.cli") or under("lakecep.dags"):
         return 4
-    if under("lakecep.jobs"):
+    if under("lakecep.jobs") or under("lakecep.spark"):
         return 3
     if under("lakecep"):
         return 2

@@ -4,8 +4,9 @@
 from the defaults so a developer's cluster on 7077/8090 is not disturbed). A child
 process then builds its session with ``jobs.spark.get_spark`` and
 ``LAKECEP_SPARK_MASTER=spark://...``, exactly like the jobs, writes and reads a Delta
-table (executors need the Delta jars, shipped by Spark from the driver) and runs a Python
-function on the executors (they must use the venv's interpreter).
+table (executors need the Delta jars, shipped by Spark from the driver), runs a Python
+function on the executors (they must use the venv's interpreter) and MATCH_RECOGNIZE through
+``lakecep.spark.match_recognize``.
 """
 
 from __future__ import annotations
@@ -117,6 +118,12 @@ JOB = textwrap.dedent(
     back = spark.read.format("delta").load(path)
     count = back.count()
     groups = back.groupBy("k").count().count()
+    # MATCH_RECOGNIZE on the executors (lakecep.spark): per k, ids step by 7, so every
+    # partition of n rows holds n // 2 non-overlapping pairs A B.
+    from lakecep.spark import match_recognize
+    pairs = match_recognize(back, "MATCH_RECOGNIZE (PARTITION BY k ORDER BY id MEASURES "
+                                  "B.id AS b PATTERN (A B) DEFINE B AS id = PREV(id) + 7)")
+    mr_matches = pairs.count()
     executor_pythons = sorted(
         set(sc.parallelize(range(4), 4).map(lambda _: __import__("sys").executable).collect())
     )
@@ -124,6 +131,7 @@ JOB = textwrap.dedent(
     result = {
         "master": sc.master, "app_id": sc.applicationId, "count": count, "groups": groups,
         "executors": executors, "executor_pythons": executor_pythons,
+        "mr_matches": mr_matches,
         "seconds": time.monotonic() - started,
     }
     spark.stop()
@@ -157,6 +165,7 @@ def test_delta_job_runs_on_the_cluster(cluster_env: dict[str, str], tmp_path: Pa
     assert out["master"] == MASTER_URL
     assert out["count"] == 10000
     assert out["groups"] == 7
+    assert out["mr_matches"] == 4 * (1429 // 2) + 3 * (1428 // 2)
     assert out["executors"] >= 1
     assert out["executor_pythons"] == [python]
     assert (tmp_path / "lake_home" / "lake" / "cluster_test" / "numbers" / "_delta_log").is_dir()
