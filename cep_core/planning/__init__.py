@@ -38,6 +38,7 @@ from .model import (
     not_,
     occurrence_rate,
     or_,
+    parse_pattern,
     primitive_types,
     seq,
     validate,
@@ -71,5 +72,5 @@ __all__ = [
     "step_options", "validate", "acquire", "count_in", "intersect", "live_plan", "merge",
     "step_loads", "SharedPlan", "common_subexpressions", "plan_shared", "shared_cost",
     "union_measure", "next_steps", "step_types", "sub_events", "ComplexEvent",
-    "complex_events", "draw", "expected_reads", "predicted_rows",
+    "complex_events", "parse_pattern", "draw", "expected_reads", "predicted_rows",
 ]
