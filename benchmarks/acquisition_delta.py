@@ -167,6 +167,7 @@ def main() -> None:
     parser.add_argument("--hours", type=float, default=8.0)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--rows-per-file", type=int, default=1000)
+    parser.add_argument("--name", default="acquisition_delta", help="results file name")
     args = parser.parse_args()
     from lakecep.config import load_settings
     from lakecep.jobs.spark import get_spark
@@ -213,8 +214,8 @@ def main() -> None:
         f"{s['predicted_over_measured']['min']:.2f}..{s['predicted_over_measured']['max']:.2f} "
         f"(target 0.8..1.2); same complex events: {s['same_complex_events']}")
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "acquisition_delta.json").write_text(json.dumps(result, indent=1, default=str))
-    plot(result, RESULTS / "acquisition_delta.png")
+    (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=1, default=str))
+    plot(result, RESULTS / f"{args.name}.png")
     print(result["verdict"])
     spark.stop()
 
