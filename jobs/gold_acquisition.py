@@ -235,8 +235,9 @@ class DeltaSteps:
         self.max_ranges = max_ranges
 
     def _ns(self, seconds: float, up: bool) -> int:
-        scaled = seconds * 1e9
-        return self.origin + int(math.ceil(scaled) if up else math.floor(scaled))
+        """``origin + seconds`` in ns, rounded outwards to Spark's microseconds."""
+        ns = self.origin + int(math.ceil(seconds * 1e9) if up else math.floor(seconds * 1e9))
+        return -(-ns // 1000) * 1000 if up else ns // 1000 * 1000
 
     def load_step(self, loads) -> pd.DataFrame:  # noqa: ANN001 - tuple of cep_core Loads
         from pyspark.sql import functions as F
