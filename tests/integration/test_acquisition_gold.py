@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from lakecep.jobs import gold, statistics
-from lakecep.jobs.gold_acquisition import RetentionError, check_retention
+from lakecep.jobs.gold_acquisition import RetentionError, check_retention, coarse_ranges
 from lakecep.jobs.tables import LakeTable
 from lakecep.queries import AcquisitionQuery
 
@@ -117,3 +117,10 @@ def test_retention_guard_messages() -> None:
     assert "\n" not in message and "silver.events" in message and "630s" in message
     with pytest.raises(ValueError, match="interval 7 days"):
         check_retention("q", "t", {"delta.logRetentionDuration": "7 days"}, 1, 1)
+
+
+def test_coarse_ranges_cover_every_interval_with_at_most_the_limit() -> None:
+    spans = [(0, 5), (3, 8), (20, 21), (30, 40), (41, 42), (100, 101)]
+    assert coarse_ranges(spans, 10) == [(0, 8), (20, 21), (30, 40), (41, 42), (100, 101)]
+    assert coarse_ranges(spans, 3) == [(0, 8), (20, 42), (100, 101)]
+    assert coarse_ranges(spans, 1) == [(0, 101)]
