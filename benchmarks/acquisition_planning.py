@@ -50,6 +50,7 @@ from cep_core.planning import (  # noqa: E402
     backward,
     choose,
     dp,
+    expected_reads,
     forward,
     frequency_order,
     heuristic,
@@ -114,7 +115,10 @@ def frontier(reps: int) -> dict[str, Any]:
         "model_vs_simulation": [
             {"steps": p.steps, "predicted_rows": p.cost, "simulated_rows_read": s / reps,
              "simulated_rows_model_semantics": sa / reps,
-             "predicted_over_simulated": p.cost / (s / reps)}
+             "predicted_over_simulated": p.cost / (s / reps),
+             # the executor-semantics prediction (cep_core.planning.expected_reads)
+             "executor_prediction": (e := sum(expected_reads(pattern, p, stats, 400))),
+             "executor_prediction_over_simulated": e / (s / reps)}
             for p, s, sa in zip(chosen, simulated, simulated_all, strict=True)],
     }
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from lakecep.config import Settings
 from lakecep.queries import (
+    AcquisitionQuery,
     LiveArchiveQuery,
     PatternQuery,
     QueryDefinition,
@@ -31,6 +32,7 @@ from lakecep.queries import (
 from lakecep.tuning import load_latest, pool_name
 
 from .archive import RecentBuffer
+from .gold_acquisition import AcquisitionPlans, acquisition_rows, record_plans
 from .gold_live_archive import check_live_columns, live_archive_rows, record_access
 from .gold_pattern import pattern_rows
 from .gold_rows import GOLD_DDL
@@ -52,15 +54,19 @@ class Detection:
     live_steps: list[tuple[LiveArchiveQuery, LiveStep]] = field(default_factory=list)
     #: per uncertain query: its probabilistic-event rows and the partition keys recomputed
     probabilistic: list[tuple[UncertainQuery, Any, list[str]]] = field(default_factory=list)
+    #: per acquisition query with work in this batch: its gold.acquisition_plans record
+    plans: list[dict[str, Any]] = field(default_factory=list)
 
 
 def detect(spark, queries: Sequence[QueryDefinition], new_events, history, version: int,  # noqa: ANN001, PLR0913
            batch_id: int, detected: datetime, settings: Settings, strategy: str = "",
            rbuffer: RecentBuffer | None = None,
-           tuned: dict[str, Any] | None = None) -> Detection:
+           tuned: dict[str, Any] | None = None,
+           plans: AcquisitionPlans | None = None) -> Detection:
     """Gold rows of every query for one batch of ``new_events`` over ``history`` (silver
     at the pinned ``version``). ``strategy`` overrides the live-archive queries' own;
-    ``tuned`` is the tuned configuration in force (``lakecep.tuning``).
+    ``tuned`` is the tuned configuration in force (``lakecep.tuning``); ``plans`` the
+    acquisition plans kept across batches (re-planned when the statistics run changes).
 
     Keys are hashed into buckets; each bucket is one engine call. With a tuned
     configuration each query's work runs in its FAIR scheduler pool (its rows are
@@ -82,7 +88,16 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
                                            detected, buckets)
             found.probabilistic.append((query, rows, touched))
             continue
-        if isinstance(query, PatternQuery):
+        if isinstance(query, AcquisitionQuery):
+            plans = plans if plans is not None else AcquisitionPlans()
+            rows, plan_record = acquisition_rows(spark, settings, query, new_events, history,
+                                                 version, batch_id, detected, plans)
+            if rows is None:
+                continue
+            results.append(rows)
+            assert plan_record is not None
+            found.plans.append(plan_record)
+        elif isinstance(query, PatternQuery):
             results.append(pattern_rows(query, new_events, history, version, batch_id,
                                         detected, buckets))
         else:
@@ -142,7 +157,9 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
     LakeTable(spark, settings, "gold.complex_events").ensure()
     queries = list(queries or load_queries(settings.queries_dir))
     for query in queries:  # fail fast on a bad query, before any data moves
-        if isinstance(query, PatternQuery | UncertainQuery):
+        if isinstance(query, AcquisitionQuery):
+            query.parsed()
+        elif isinstance(query, PatternQuery | UncertainQuery):
             compiled = query.compiled()
             if (compiled.engine == "uncertain") != isinstance(query, UncertainQuery):
                 raise ValueError(f"query {query.id!r}: kind = 'uncertain' is for queries with "
@@ -166,6 +183,7 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                           for q in live_archive)
         log(f"{QUERY}: live-archive strategies {names}; RBuffer {settings.rbuffer_rows} rows")
     rbuffer = RecentBuffer(settings.rbuffer_rows) if live_archive else None
+    plans = AcquisitionPlans()
     columns = engine_columns(queries)
     stale = drop_stale(spark, settings, live_archive)
     if stale:
@@ -184,7 +202,8 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
         if rbuffer is not None:
             rbuffer.update(history, version, batch, columns)
         found = detect(spark, queries, batch, history, version, batch_id, detected, settings,
-                       strategy=settings.live_archive_strategy, rbuffer=rbuffer, tuned=tuned)
+                       strategy=settings.live_archive_strategy, rbuffer=rbuffer, tuned=tuned,
+                       plans=plans)
         rows = found.rows.persist()
         try:
             merge_into_gold(spark, settings, rows)
@@ -207,6 +226,15 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                     f"{record['partial_new_keys']} new keys, {record['partial_spilled']} "
                     f"spilled, {record['replayed_keys']} keys replayed from history")
             record_access(spark, settings, found.access, detected)
+            for record in found.plans:
+                log(f"{QUERY}: batch {batch_id}: {record['query_id']}: acquisition "
+                    f"{record['acquisition']} {record['plan']} (statistics run "
+                    f"{record['statistics_run_id']}, replanned {record['replanned']}): "
+                    f"{record['rows_read']} rows read (predicted "
+                    f"{record['predicted_rows']:.0f}), Delta files "
+                    f"{record['delta_files_read']}/{record['delta_files_total']}, "
+                    f"{record['complex_events']} complex events")
+            record_plans(spark, settings, found.plans, detected)
             log(f"{QUERY}: batch {batch_id}: {sum(counts.values())} complex events detected "
                 f"(silver history pinned at version {version})")
         finally:

@@ -31,7 +31,13 @@ import pandas as pd
 
 from lakecep import schemas
 from lakecep.config import Settings
-from lakecep.queries import LiveArchiveQuery, PatternQuery, QueryDefinition, load_queries
+from lakecep.queries import (
+    AcquisitionQuery,
+    LiveArchiveQuery,
+    PatternQuery,
+    QueryDefinition,
+    load_queries,
+)
 
 from .streaming import log
 from .tables import LakeTable, engine_columns
@@ -218,6 +224,11 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
         columns = engine_columns(queries)
         samples: dict[tuple[str, ...], pd.DataFrame] = {}
         for query in queries:
+            if isinstance(query, AcquisitionQuery):  # plans need the keys per window
+                keys = window.select(query.key).distinct().count()
+                rows.append(_row("keys", query.key, float(keys), query_id=query.id,
+                                 side="acquisition", events=int(keys)))
+                continue
             if not isinstance(query, PatternQuery | LiveArchiveQuery):
                 log(f"{NAME}: {query.id}: uncertain query, arrival rates only")
                 continue

@@ -8,7 +8,10 @@ same key's history in the access range RA = [live start - ``before``, live start
 optional join ``condition`` over both sides' measures and a ``strategy`` (see
 :mod:`cep_core.live_archive`). ``[attributes]`` exposes typed event attributes as columns
 (``price = "double"``). An ``uncertain`` query is a pattern whose events have uncertain
-timestamps (``UNCERTAIN TIME``, docs/uncertain.md). See docs/queries.md.
+timestamps (``UNCERTAIN TIME``, docs/uncertain.md). A ``pattern`` query with
+``acquisition = "plan"`` (or ``"all"`` / ``"frequency"``) is a seed-003 pattern
+(``seq(a, b, !x, c; 10 minutes)``, docs/acquisition.md) whose events are acquired from silver
+by a multi-step plan. See docs/queries.md.
 """
 
 from __future__ import annotations
@@ -93,6 +96,51 @@ class LiveArchiveQuery:
                                 archive_selectivity=archive_selectivity)
 
 
+ACQUISITIONS = ("plan", "all", "frequency")
+
+
+@dataclass(frozen=True)
+class AcquisitionQuery:
+    """A seed-003 pattern over silver, acquired by a plan (docs/acquisition.md): ``plan``
+    (the cheapest plan from the newest statistics within ``latency_bound``), ``all`` (one
+    step reading every type: the baseline) or ``frequency`` (one type per step, rarest
+    first: lazy evaluation). ``step_delay``: the latency of one acquisition step."""
+
+    id: str
+    version: str
+    description: str
+    key: str
+    pattern: str
+    acquisition: str = "plan"
+    latency_bound: timedelta | None = None
+    step_delay: timedelta = timedelta(seconds=5)
+    type_column: str = "event_type"
+    attributes: tuple[tuple[str, str], ...] = ()
+
+    def parsed(self):  # noqa: ANN201 - cep_core.planning.And | Seq
+        """The pattern with its window in seconds."""
+        return _acquisition_pattern(self.pattern, self.id)
+
+    @property
+    def window_seconds(self) -> float:
+        return float(self.parsed().window)
+
+
+@lru_cache(maxsize=64)
+def _acquisition_pattern(text: str, query_id: str):  # noqa: ANN202
+    from cep_core.planning import And, Event, Not, PlanningError, Seq, parse_pattern
+
+    try:
+        out = parse_pattern(text, lambda w: parse_duration(w, "window").total_seconds())
+    except (PlanningError, QueryDefinitionError) as exc:
+        raise QueryDefinitionError(f"query {query_id!r}: {exc}") from None
+    if not isinstance(out, And | Seq) or any(not isinstance(c, Event | Not)
+                                             for c in out.children):
+        raise QueryDefinitionError(f"query {query_id!r}: acquisition runs flat and(...) / "
+                                   f"seq(...) patterns of event types, not {text!r}")
+    return out
+
+
 @dataclass(frozen=True)
 class UncertainQuery:
     """A MATCH_RECOGNIZE statement with ``UNCERTAIN TIME`` (seed 001): its probabilistic
@@ -122,7 +170,7 @@ def _live_archive_spec(query: LiveArchiveQuery) -> LiveArchiveSpec:
 
 
 UNCERTAIN_METHODS = ("auto", "dp", "event", "point", "possible_worlds")
-QueryDefinition = PatternQuery | LiveArchiveQuery | UncertainQuery
+QueryDefinition = PatternQuery | LiveArchiveQuery | UncertainQuery | AcquisitionQuery
 
 
 def parse_duration(text: str, where: str) -> timedelta:
@@ -168,6 +216,8 @@ def load_query(path: Path) -> QueryDefinition:
         description=str(data.get("description", "")),
         attributes=_attributes(data, path),
     )
+    if kind == "pattern" and "acquisition" in data:
+        return _acquisition_query(data, path, common)
     if kind == "pattern":
         return PatternQuery(query=_require(data, "query", path), **common)
     if kind == "live_archive":
@@ -203,6 +253,31 @@ def load_query(path: Path) -> QueryDefinition:
         return UncertainQuery(query=_require(data, "query", path), method=method, **common)
     raise QueryDefinitionError(f"{path}: kind must be 'pattern', 'live_archive' or "
                                f"'uncertain', got {kind!r}")
+
+
+def _acquisition_query(data: dict, path: Path, common: dict) -> AcquisitionQuery:
+    acquisition = str(data["acquisition"])
+    if acquisition not in ACQUISITIONS:
+        raise QueryDefinitionError(f"{path}: acquisition {acquisition!r}: use one of "
+                                   f"{', '.join(ACQUISITIONS)}")
+    if "query" in data:
+        raise QueryDefinitionError(f"{path}: an acquisition query has a seed-003 'pattern' "
+                                   "(e.g. 'seq(a, b, !x, c; 10 minutes)'), not a "
+                                   "MATCH_RECOGNIZE 'query'")
+    bound = data.get("latency_bound")
+    query = AcquisitionQuery(
+        key=_require(data, "key", path), pattern=_require(data, "pattern", path),
+        acquisition=acquisition,
+        latency_bound=None if bound is None else parse_duration(
+            str(bound), f"{path}: latency_bound"),
+        step_delay=parse_duration(str(data.get("step_delay", "5 seconds")),
+                                  f"{path}: step_delay"),
+        type_column=str(data.get("type_column", "event_type")), **common)
+    try:
+        query.parsed()
+    except QueryDefinitionError as exc:
+        raise QueryDefinitionError(f"{path}: {exc}") from None
+    return query
 
 
 def load_queries(directory: Path | str | None = None) -> list[QueryDefinition]:

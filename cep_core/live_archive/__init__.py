@@ -44,8 +44,10 @@ Modules: :mod:`.spec` (the query), :mod:`.stores` (archive stores), :mod:`.plans
 
 from ..runtime.time_axis import time_values
 from .execute import (
+    Acquired,
     Joined,
     Result,
+    acquire,
     detect,
     detect_in_ranges,
     execute,
@@ -87,7 +89,8 @@ from .stores import (
 )
 
 __all__ = [
-    "STRATEGIES", "AccessStats", "ArchiveStore", "FrameArchive", "Joined", "LiveArchiveSpec",
+    "Acquired", "acquire", "STRATEGIES", "AccessStats", "ArchiveStore", "FrameArchive",
+    "Joined", "LiveArchiveSpec",
     "LiveInstance", "Load", "Plan", "RecentBuffer", "Result", "Selectivity", "SqliteArchive",
     "StrategyError", "StrategySettings", "archive_first_exact", "choose", "detect",
     "detect_in_ranges", "duration_value", "execute", "instances_of", "join_active",

@@ -348,3 +348,50 @@ def _archive_first(spec: LiveArchiveSpec, live: pd.DataFrame, archive: ArchiveSt
     for k, ns in served.items():
         out.extend(detect_in_ranges(spec, instances, ns, by_key[k]))
     return out, instances, Plan("ollaa", reason, (tuple(loads),), drive="archive")
+
+
+# ----------------------------------------------------------------------------- acquisition
+
+
+@dataclass
+class Acquired:
+    """What a multi-step acquisition read: the plan as executed (the loads of every step),
+    the rows (each read once) and the rows read per step."""
+
+    plan: Plan
+    rows: pd.DataFrame
+    rows_per_step: list[int]
+    seconds: float
+
+
+def acquire(steps: int, next_step: Callable[[int, pd.DataFrame], tuple[Load, ...]],
+            archive: ArchiveStore, reason: str = "", strategy: str = "acquisition"
+            ) -> Acquired:
+    """Run a multi-step acquisition plan (seed 003): step ``j``'s loads are
+    ``next_step(j, rows read in steps < j)``, so a later step reads only where the earlier
+    steps left a match possible (``cep_core.planning.loads.next_steps`` builds them).
+
+    A store with a ``load_step(loads)`` method (e.g. the gold job's Delta reader) gets
+    each step's loads at once; any other store gets one ``load`` per request."""
+    started = time.perf_counter()
+    issued: list[tuple[Load, ...]] = []
+    parts: list[pd.DataFrame] = []
+    per_step: list[int] = []
+    read = pd.DataFrame()
+    for j in range(steps):
+        loads = next_step(j, read)
+        issued.append(loads)
+        batch = getattr(archive, "load_step", None)
+        if not loads:
+            got = read.iloc[:0]
+        elif batch is not None:
+            got = batch(loads)
+        else:
+            got_parts = [archive.load(ld.keys, ld.lo, ld.hi, ld.event_types) for ld in loads]
+            got = pd.concat(got_parts, ignore_index=True)
+        per_step.append(len(got))
+        parts.append(got)
+        read = pd.concat([p for p in parts if len(p.columns)], ignore_index=True) if any(
+            len(p.columns) for p in parts) else got
+    return Acquired(Plan(strategy, reason, tuple(issued)), read, per_step,
+                    time.perf_counter() - started)

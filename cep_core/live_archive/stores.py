@@ -39,9 +39,23 @@ class AccessStats:
 class ArchiveStore(Protocol):
     stats: AccessStats
 
-    def load(self, keys: Sequence[Any] | None, lo: float, hi: float) -> pd.DataFrame:
-        """Events of ``keys`` (None: every key) with ``lo <= time < hi``."""
+    def load(self, keys: Sequence[Any] | None, lo: float, hi: float,
+             event_types: Sequence[str] | None = None) -> pd.DataFrame:
+        """Events of ``keys`` (None: every key) with ``lo <= time < hi`` (and, when given,
+        of ``event_types`` only: acquisition plans)."""
         ...
+
+
+def _types_of(store: object, event_types: Sequence[str] | None) -> str | None:
+    """The store's type column when ``event_types`` restricts a load (a clear error when
+    the store was built without one)."""
+    if event_types is None:
+        return None
+    column: str | None = getattr(store, "type_column", None)
+    if column is None:
+        raise ValueError(f"{type(store).__name__} was built without a type_column; loads "
+                         "with event_types (acquisition plans) need one")
+    return column
 
 
 
@@ -50,8 +64,9 @@ class FrameArchive:
     """An in-memory archive indexed by key (hash) and time (sorted), as the paper's archive
     store: a load costs a lookup per key and a binary search, plus the rows it returns."""
 
-    def __init__(self, frame: pd.DataFrame, key: str, time: str):
-        self.key, self.time = key, time
+    def __init__(self, frame: pd.DataFrame, key: str, time: str,
+                 type_column: str | None = None):
+        self.key, self.time, self.type_column = key, time, type_column
         self.stats = AccessStats()
         frame = frame.sort_values([key, time], kind="stable").reset_index(drop=True)
         self.frame = frame
@@ -67,8 +82,10 @@ class FrameArchive:
         order = np.argsort(self._t, kind="stable")
         self._by_time, self._sorted_t = order, self._t[order]
 
-    def load(self, keys: Sequence[Any] | None, lo: float, hi: float) -> pd.DataFrame:
+    def load(self, keys: Sequence[Any] | None, lo: float, hi: float,
+             event_types: Sequence[str] | None = None) -> pd.DataFrame:
         started = time.perf_counter()
+        column = _types_of(self, event_types)
         if keys is None:
             a, b = np.searchsorted(self._sorted_t, [lo, hi], side="left")
             idx = np.sort(self._by_time[a:b])
@@ -83,6 +100,8 @@ class FrameArchive:
                 parts.append(np.arange(s + a, s + b))
             idx = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         out = self.frame.iloc[idx]
+        if column is not None:
+            out = out[out[column].isin(list(event_types or ()))]
         self.stats.loads += 1
         self.stats.rows_read += len(out)
         self.stats.seconds += time.perf_counter() - started
@@ -93,8 +112,9 @@ class SqliteArchive:
     """An archive in SQLite with a B-tree index on (key, time): each load is a SQL query,
     so it pays a per-query cost like the paper's relational archive (CostRDB)."""
 
-    def __init__(self, frame: pd.DataFrame, key: str, time: str, path: str = ":memory:"):
-        self.key, self.time = key, time
+    def __init__(self, frame: pd.DataFrame, key: str, time: str, path: str = ":memory:",
+                 type_column: str | None = None):
+        self.key, self.time, self.type_column = key, time, type_column
         self.stats = AccessStats()
         self._datetime = is_timestamp(frame[time].dtype)
         self._columns = list(frame.columns)
@@ -107,10 +127,16 @@ class SqliteArchive:
         self.db.execute(f'CREATE INDEX archive_key_time ON archive("{key}", __t)')
         self.db.execute("CREATE INDEX archive_time ON archive(__t)")
 
-    def load(self, keys: Sequence[Any] | None, lo: float, hi: float) -> pd.DataFrame:
+    def load(self, keys: Sequence[Any] | None, lo: float, hi: float,
+             event_types: Sequence[str] | None = None) -> pd.DataFrame:
         started = time.perf_counter()
+        column = _types_of(self, event_types)
         sql = "SELECT * FROM archive WHERE __t >= ? AND __t < ?"
         params: list[Any] = [lo, hi]
+        if column is not None:
+            types = list(event_types or ())
+            sql += f' AND "{column}" IN ({",".join("?" * len(types)) or "NULL"})'
+            params += types
         if keys is not None:
             keys = list(keys)
             sql += f' AND "{self.key}" IN ({",".join("?" * len(keys))})'
@@ -181,16 +207,21 @@ class RecentBuffer:
     def covers(self, lo: float) -> bool:
         return lo > self.covered_from
 
-    def load(self, keys: Sequence[Any] | None, lo: float, hi: float) -> pd.DataFrame:
+    @property
+    def type_column(self) -> str | None:
+        return getattr(self.store, "type_column", None)
+
+    def load(self, keys: Sequence[Any] | None, lo: float, hi: float,
+             event_types: Sequence[str] | None = None) -> pd.DataFrame:
         if not self.covers(lo):
-            return self.store.load(keys, lo, hi)
+            return self.store.load(keys, lo, hi, event_types)
         started = time.perf_counter()
         if self._index is None:
             frame = pd.concat(self._chunks, ignore_index=True) if self._chunks else None
             if frame is None:
-                return self.store.load(keys, lo, hi)
-            self._index = FrameArchive(frame, self.key, self.time)
-        out = self._index.load(keys, lo, hi)
+                return self.store.load(keys, lo, hi, event_types)
+            self._index = FrameArchive(frame, self.key, self.time, self.type_column)
+        out = self._index.load(keys, lo, hi, event_types)
         self.stats.buffer_loads += 1
         self.stats.buffer_rows += len(out)
         self.stats.seconds += time.perf_counter() - started

@@ -3,7 +3,18 @@
 Read the rare event types first and pull the frequent ones only over the intervals where a
 match is still possible. See ``docs/acquisition.md`` for the semantics and the formulas."""
 
-from .loads import acquire, count_in, intersect, live_plan, merge, step_loads
+from .loads import (
+    acquire,
+    count_in,
+    intersect,
+    live_plan,
+    merge,
+    next_steps,
+    step_loads,
+    step_types,
+    sub_events,
+)
+from .matching import ComplexEvent, complex_events
 from .model import (
     AcquisitionPlan,
     And,
@@ -27,6 +38,7 @@ from .model import (
     not_,
     occurrence_rate,
     or_,
+    parse_pattern,
     primitive_types,
     seq,
     validate,
@@ -47,6 +59,7 @@ from .planners import (
     pull_everything,
     step_options,
 )
+from .predict import draw, expected_reads, predicted_rows
 from .sharing import SharedPlan, common_subexpressions, plan_shared, shared_cost, union_measure
 
 __all__ = [
@@ -58,5 +71,6 @@ __all__ = [
     "ordered_partitions", "pareto", "plan", "primitive_types", "pull_everything", "seq",
     "step_options", "validate", "acquire", "count_in", "intersect", "live_plan", "merge",
     "step_loads", "SharedPlan", "common_subexpressions", "plan_shared", "shared_cost",
-    "union_measure",
+    "union_measure", "next_steps", "step_types", "sub_events", "ComplexEvent",
+    "complex_events", "parse_pattern", "draw", "expected_reads", "predicted_rows",
 ]

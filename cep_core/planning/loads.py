@@ -14,13 +14,15 @@ what the executor reads, equal to it for plans with at most two positive steps."
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
 from ..live_archive import Load, Plan
+from ..runtime.time_axis import time_values
 from .model import AcquisitionPlan, And, Event, Floats, Not, PlanningError, Seq
 
 Intervals = list[tuple[float, float]]
@@ -90,33 +92,36 @@ def select(times: Floats, intervals: Intervals) -> Floats:
 
 
 @dataclass(frozen=True)
-class _Sub:
+class SubEvent:
+    """A sub-event of a flat node: its event type, child position and whether negated."""
+
     type: str
     position: int
     negated: bool
 
 
-def _flat(pattern: And | Seq) -> dict[str, _Sub]:
-    subs: dict[str, _Sub] = {}
+def sub_events(pattern: And | Seq) -> dict[str, SubEvent]:
+    """The sub-events of a flat ``And`` / ``Seq`` by plan label (``"!x"`` when negated)."""
+    subs: dict[str, SubEvent] = {}
     for pos, c in enumerate(pattern.children):
         if isinstance(c, Not):
-            subs[f"!{c.event.type}"] = _Sub(c.event.type, pos, True)
+            subs[f"!{c.event.type}"] = SubEvent(c.event.type, pos, True)
         elif isinstance(c, Event):
-            subs[c.type] = _Sub(c.type, pos, False)
+            subs[c.type] = SubEvent(c.type, pos, False)
         else:
             raise PlanningError(f"{pattern}: loads are for flat patterns (primitive "
                                 f"sub-events); {c} is complex")
     return subs
 
 
-def _window(pattern: And | Seq, earlier: _Sub, target: _Sub) -> tuple[float, float]:
+def _window(pattern: And | Seq, earlier: SubEvent, target: SubEvent) -> tuple[float, float]:
     w = pattern.window
     if isinstance(pattern, And):
         return (-w, w)
     return (-w, 0.0) if earlier.position < target.position else (0.0, w)
 
 
-def region(pattern: And | Seq, target: _Sub, earlier: Sequence[tuple[_Sub, Floats]],
+def region(pattern: And | Seq, target: SubEvent, earlier: Sequence[tuple[SubEvent, Floats]],
            horizon: float) -> Intervals:
     """Times where ``target`` is read: every earlier sub-event has an occurrence in its
     window around the time; an occurrence at ``e`` covers ``[e - hi, e - lo]``."""
@@ -142,8 +147,8 @@ def acquire(pattern: And | Seq, plan: AcquisitionPlan, events: Mapping[str, Floa
     """Simulate the plan for one key over the event times per type (``events``)."""
     if basis not in ("read", "all"):
         raise PlanningError("basis must be 'read' or 'all'")
-    subs = _flat(pattern)
-    known: list[tuple[_Sub, Floats]] = []
+    subs = sub_events(pattern)
+    known: list[tuple[SubEvent, Floats]] = []
     out: list[StepRead] = []
     for j, step in enumerate(plan.steps):
         regions: dict[str, Intervals] = {}
@@ -199,3 +204,59 @@ def live_plan(pattern: And | Seq, plan: AcquisitionPlan,
     steps = tuple(step_loads({k: per_key[k][j].regions for k in keys}, j, keys)
                   for j in range(len(plan.steps)))
     return Plan("acquisition", f"seed-003 plan {plan}", steps)
+
+
+def next_steps(pattern: And | Seq, plan: AcquisitionPlan, start: float, end: float,
+               key: str, time: str, type_column: str, keys: Sequence[Any] | None = None,
+               pad: float = 0.0) -> Callable[[int, pd.DataFrame], tuple[Load, ...]]:
+    """What an executor (``cep_core.live_archive.acquire``) asks for at each step of
+    ``plan`` over the horizon ``[start, end]`` (in the time column's units): step 1 reads its
+    types for ``keys`` (None: every key) over the whole horizon; step ``j`` reads, per key,
+    the merged intervals of its region computed from the rows read in steps ``< j``
+    (``basis="read"``), widened by ``pad`` on both sides (so rounding of times never drops
+    a boundary event; reading a little more is always sound)."""
+    subs = sub_events(pattern)
+    for labels in plan.steps:
+        for label in labels:
+            if label not in subs:
+                raise PlanningError(f"plan step {label!r} is not a sub-event of {pattern}")
+    horizon = float(end - start)
+
+    def loads_of(j: int, read: pd.DataFrame) -> tuple[Load, ...]:
+        labels = plan.steps[j]
+        if j == 0:
+            return (Load(None if keys is None else tuple(keys), float(start),
+                         float(np.nextafter(float(end), np.inf)), (),
+                         tuple(sorted({subs[x].type for x in labels}))),)
+        earlier = [subs[x] for s in plan.steps[:j] for x in s if not subs[x].negated]
+        types = {s.type for s in earlier}
+        read = read[read[type_column].isin(types)]
+        if len(read) == 0:
+            return ()
+        t = time_values(read[time]).astype(np.float64) - float(start)
+        frame = pd.DataFrame({"k": read[key].to_numpy(), "t": t,
+                              "type": read[type_column].to_numpy()})
+        regions: dict[Any, dict[str, Intervals]] = {}
+        for k, part in frame.groupby("k", sort=True):
+            by_type = {ty: np.sort(g["t"].to_numpy()) for ty, g in part.groupby("type")}
+            if any(s.type not in by_type for s in earlier):
+                continue
+            known = [(s, by_type[s.type]) for s in earlier]
+            per: dict[str, Intervals] = {}
+            for x in labels:
+                sub = subs[x]
+                iv = region(pattern, sub, known, horizon)
+                if iv:
+                    per[sub.type] = [(lo + start - pad, hi + start + pad)
+                                     for lo, hi in merge([(a - pad, b + pad) for a, b in iv])]
+            if per:
+                regions[k] = per
+        return step_loads(regions, j, list(regions))
+
+    return loads_of
+
+
+def step_types(pattern: And | Seq, plan: AcquisitionPlan) -> tuple[tuple[str, ...], ...]:
+    """The event types of each step of ``plan``."""
+    subs = sub_events(pattern)
+    return tuple(tuple(subs[x].type for x in step) for step in plan.steps)

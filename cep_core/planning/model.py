@@ -30,7 +30,7 @@ which is what the optimal-substructure lemma of Algorithm 1 needs.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -543,3 +543,86 @@ def occurrence_rate(kind: str, window: float, dists: Sequence[Distribution],
     for x in negated:
         rate *= float(x.miss(w)[0])
     return rate
+
+
+# ----------------------------------------------------------------------------- text form
+
+
+def parse_pattern(text: str, window: Callable[[str], float] = float) -> Pattern:
+    """A pattern from its text form, e.g. ``seq(door, badge, !alarm, motion; 30)`` or
+    ``and(seq(a, b; 5), or(c, d); 20)``: operators ``and`` / ``seq`` (sub-events, ``;`` and a
+    window), ``or`` (sub-events), ``!type`` for negation, event types as names. ``window``
+    turns the window text into a number (default ``float``; the gold job passes durations
+    such as ``10 minutes`` in seconds)."""
+    pos = 0
+
+    def fail(why: str) -> PlanningError:
+        return PlanningError(f"pattern {text!r} at character {pos}: {why}")
+
+    def skip() -> None:
+        nonlocal pos
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+
+    def name() -> str:
+        nonlocal pos
+        skip()
+        start = pos
+        while pos < len(text) and (text[pos].isalnum() or text[pos] in "_.-:"):
+            pos += 1
+        if start == pos:
+            raise fail("expected an event type or an operator")
+        return text[start:pos]
+
+    def node() -> Pattern | Not:
+        nonlocal pos
+        skip()
+        if text.startswith("!", pos):
+            pos += 1
+            return not_(name())
+        word = name()
+        skip()
+        if not text.startswith("(", pos):
+            return Event(word)
+        op = word.lower()
+        if op not in ("and", "seq", "or"):
+            raise fail(f"unknown operator {word!r} (use and, seq, or)")
+        pos += 1
+        children: list[Pattern | Not] = []
+        win: float | None = None
+        while True:
+            children.append(node())
+            skip()
+            if text.startswith(",", pos):
+                pos += 1
+                continue
+            if text.startswith(";", pos):
+                end = text.find(")", pos)
+                if end < 0:
+                    raise fail("missing ')'")
+                try:
+                    win = float(window(text[pos + 1:end].strip()))
+                except (TypeError, ValueError) as exc:
+                    raise fail(f"bad window {text[pos + 1:end].strip()!r}: {exc}") from None
+                pos = end
+            skip()
+            if not text.startswith(")", pos):
+                raise fail("expected ',', ';' or ')'")
+            pos += 1
+            break
+        if op == "or":
+            if win is not None:
+                raise fail("or(...) takes no window")
+            return or_(*children)  # type: ignore[arg-type]
+        if win is None:
+            raise fail(f"{op}(...) needs a window: {op}(a, b; 10)")
+        return (and_ if op == "and" else seq)(*children, window=win)
+
+    out = node()
+    skip()
+    if pos != len(text):
+        raise fail("unexpected text after the pattern")
+    if isinstance(out, Not):
+        raise PlanningError(f"pattern {text!r}: a negation alone is not a pattern")
+    validate(out)
+    return out

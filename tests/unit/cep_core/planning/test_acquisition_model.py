@@ -63,12 +63,13 @@ def test_expected_rows_per_step_match_monte_carlo_of_poisson_streams(make):
 
 
 def test_region_measure_with_horizon_edges_matches_monte_carlo():
-    from cep_core.planning.loads import _Sub, length, region
+    from cep_core.planning.loads import SubEvent, length, region
     pattern = seq("A", "B", window=30)  # a window that is large against the horizon
     model = Planner(Statistics.poisson({"A": 0.02, "B": 1.0}, 100.0)).node_model(pattern)
     rng = np.random.default_rng(3)
-    sizes = [length(region(pattern, _Sub("B", 1, False),
-                           [(_Sub("A", 0, False), np.sort(rng.uniform(0, 100, rng.poisson(2))))],
+    sizes = [length(region(pattern, SubEvent("B", 1, False),
+                           [(SubEvent("A", 0, False),
+                             np.sort(rng.uniform(0, 100, rng.poisson(2))))],
                            100.0)) for _ in range(4000)]
     assert np.mean(sizes) == pytest.approx(model.measure(1, 1), rel=0.03)
     # without the edge correction the formula would be H (1 - exp(-rate w)) = 45.1

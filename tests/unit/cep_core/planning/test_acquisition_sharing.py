@@ -15,7 +15,7 @@ from cep_core.planning import (
     seq,
     shared_cost,
 )
-from cep_core.planning.loads import _Sub, count_in, region
+from cep_core.planning.loads import SubEvent, count_in, region
 
 RATES = {"A": 0.05, "B": 1.0, "C": 0.08, "D": 2.0, "E": 0.02}
 H = 200.0
@@ -66,8 +66,8 @@ def test_saving_on_a_type_read_in_later_steps_matches_monte_carlo(second):
     saved = []
     for _ in range(1000):
         ev = {t: np.sort(rng.uniform(0, H, rng.poisson(r * H))) for t, r in RATES.items()}
-        r1 = region(q1, _Sub("B", 1, False), [(_Sub("A", 0, False), ev["A"])], H)
-        r2 = region(q2, _Sub("B", 1, False), [(_Sub(second, 0, False), ev[second])], H)
+        r1 = region(q1, SubEvent("B", 1, False), [(SubEvent("A", 0, False), ev["A"])], H)
+        r2 = region(q2, SubEvent("B", 1, False), [(SubEvent(second, 0, False), ev[second])], H)
         saved.append(count_in(ev["B"], r1) + count_in(ev["B"], r2)
                      - count_in(ev["B"], merge(r1 + r2)))
     assert np.mean(saved) == pytest.approx(predicted, rel=0.1)
