@@ -76,6 +76,18 @@ def summary_table(rows: Iterable[Mapping[str, Any]], title: str = "run summary")
     return table
 
 
+def stage_line(row: Mapping[str, Any]) -> str:
+    """``✓ silver  1,208 in -> 1,167 out, 20 quarantined  12.3s`` (rich markup)."""
+    mark = "[green]✓[/]" if row.get("ok", True) else "[red]✗[/]"
+    parts = [f"{_n(row['rows_in'], row['in_unit'])} in"] if row["rows_in"] is not None else []
+    if row["rows_out"] is not None:
+        parts.append(f"{_n(row['rows_out'])} out")
+    if row["quarantined"]:
+        parts.append(f"{_n(row['quarantined'])} quarantined")
+    return (f"{mark} [bold]{row['job']:<10}[/] {escape(', '.join(parts))}  "
+            f"[dim]{row['seconds']:.1f}s {escape(row.get('note', ''))}[/]")
+
+
 def counts_table(counts: Mapping[str, Any], title: str) -> Table:
     """A name -> number table; nested mappings (e.g. rejected lines by reason) become
     indented rows, not raw dicts."""
@@ -90,6 +102,22 @@ def counts_table(counts: Mapping[str, Any], title: str) -> Table:
         else:
             table.add_row(name.replace("_", " "),
                           f"{value:,}" if isinstance(value, int) else escape(str(value)))
+    return table
+
+
+def frame_table(frame: Any, truncate: int = 40) -> Table:
+    """Query results (a pandas frame) as a table; cells cut to ``truncate`` characters."""
+    table = Table()
+    for column in frame.columns:
+        table.add_column(escape(str(column)))
+    for row in frame.itertuples(index=False):
+        cells = []
+        for value in row:
+            text = "NULL" if value is None else str(value)
+            if truncate and len(text) > truncate:
+                text = text[: max(truncate - 3, 1)] + "..."
+            cells.append(escape(text))
+        table.add_row(*cells)
     return table
 
 
@@ -160,6 +188,10 @@ def explain(exc: BaseException) -> Explained:
     if condition is not None:
         return Explained(_first_line(text), _SPARK_HINTS.get(condition,
                          "rerun with --debug for Spark's full message"))
+    if type(exc).__module__.lstrip("_") == "duckdb":
+        return Explained(_first_line(text), "DuckDB's SQL dialect "
+                         "(https://duckdb.org/docs/sql/introduction); Delta time travel and "
+                         "MATCH_RECOGNIZE need --engine spark")
     if "JAVA_GATEWAY_EXITED" in text or "Java gateway process exited" in text:
         return Explained("Spark could not start its JVM",
                          "is Java 17 installed? `bash infra/bootstrap.sh` sets it up")
