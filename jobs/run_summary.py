@@ -95,20 +95,24 @@ def summarise(settings: Settings, job: str, result: object, seconds: float,
     note, ok = "", True
     if job == "optimize" and isinstance(result, dict):
         rows_in, unit = int(result.get("pending_files", 0)), "files"
-        note = ("rewritten: " f"{result.get('files_removed')} -> {result.get('files_added')} "
-                "files" if result.get("optimized") else "nothing to do")
+        note = (f"{result.get('files_removed')} -> {result.get('files_added')} files"
+                if result.get("optimized") else "nothing to do")
     elif job == "quality":
         evaluated, failed = getattr(result, "evaluated", 0), getattr(result, "failed", 0)
         tables = getattr(result, "tables", {})
         rows_in, unit = len(tables), "tables"
         ok = bool(getattr(result, "success", True))
-        note = (f"{'PASSED' if ok else 'FAILED'}: {evaluated - failed}/{evaluated} "
-                "expectations")
+        note = f"{evaluated - failed}/{evaluated} expectations passed"
     elif job == "statistics":
         rows_in, unit = getattr(result, "events", None), "events"
+    elif job == "gold":
+        # Spark counts a foreachBatch source's rows once per action over the batch (gold
+        # runs several per query), so its input count is not the number of silver rows.
+        rows_in = None
     elif job == "tune":
         note = f"config v{getattr(result, 'version', '?')}"
-    if getattr(result, "batches", None) is not None:
-        note = note or f"{result.batches} micro-batches"  # type: ignore[attr-defined]
+    batches = getattr(result, "batches", None)
+    if batches is not None and not note:
+        note = f"{batches} batch{'es' if batches != 1 else ''}"
     return StageSummary(job, table, rows_in, unit, added(table), added(quarantine),
                         added(duplicates), seconds, note, ok)

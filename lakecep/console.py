@@ -8,11 +8,13 @@ output is one JSON document on stdout; progress and log lines go to stderr.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
@@ -29,6 +31,9 @@ from rich.table import Table
 #: stdout: results (tables, JSON); stderr: progress, log lines and errors.
 out = Console(highlight=False, soft_wrap=False)
 err = Console(stderr=True, highlight=False)
+for _console in (out, err):
+    if not _console.is_terminal and "COLUMNS" not in os.environ:
+        _console.width = 140  # logs and pipes: wide enough for the summary table, no wrapping
 
 
 class Failure(Exception):
@@ -58,16 +63,20 @@ def emit_json(document: Any) -> None:
 def _n(value: int | None, unit: str = "") -> str:
     if value is None:
         return "-"
-    return f"{value:,}" + (f" {unit}" if unit and unit != "rows" else "")
+    if not unit or unit == "rows":
+        return f"{value:,}"
+    return f"{value:,} {unit.removesuffix('s') if value == 1 else unit}"
 
 
 def summary_table(rows: Iterable[Mapping[str, Any]], title: str = "run summary") -> Table:
     """Per job: its output table, rows in, out, quarantined, duplicates, duration."""
-    table = Table(title=title, title_justify="left")
-    for name, justify in (("job", "left"), ("table", "left"), ("rows in", "right"),
-                          ("rows out", "right"), ("quarantined", "right"),
-                          ("duplicates", "right"), ("duration", "right"), ("", "left")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+                  pad_edge=False, collapse_padding=True, padding=(0, 1))
+    for name, justify in (("job", "left"), ("table", "left"), ("in", "right"),
+                          ("out", "right"), ("quarantined", "right"),
+                          ("duplicates", "right"), ("time", "right")):
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    table.add_column("", min_width=12, overflow="fold")
     for row in rows:
         mark = "" if row.get("ok", True) else "[red]FAILED[/] "
         table.add_row(row["job"], row["table"], _n(row["rows_in"], row["in_unit"]),
