@@ -195,7 +195,7 @@ def explain(exc: BaseException) -> Explained:
                          "add --clean to replace them")
     condition = _spark_condition(exc)
     if condition is not None:
-        return Explained(_first_line(text), _SPARK_HINTS.get(condition,
+        return Explained(_first_line(text), _SPARK_HINTS.get(condition.split(".")[0],
                          "rerun with --debug for Spark's full message"))
     if type(exc).__module__.lstrip("_") == "duckdb":
         return Explained(_first_line(text), "DuckDB's SQL dialect "
