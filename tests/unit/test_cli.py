@@ -174,3 +174,30 @@ def test_job_registry_has_every_job_with_one_signature() -> None:
         assert run.__module__ == f"lakecep.jobs.{name}", name
     # the command line accepts exactly these
     assert [j.value for j in JobName] == [*JOBS, *TUNING_JOBS, "all"]
+
+
+def test_spark_errors_become_one_line_with_a_hint() -> None:
+    """PySpark's errors (as raised by spark.sql) -> their first line once, and a hint by
+    error condition (the real CLI run is in docs: `lakecep sql "SELEC 1"`)."""
+    from pyspark.errors import AnalysisException, ParseException
+
+    from lakecep.console import explain
+
+    parse = ParseException(
+        message="Syntax error at or near 'SELEC'. SQLSTATE: 42601 (line 1, pos 0)\n\n"
+                "== SQL ==\nSELEC 1\n^^^\n",
+        errorClass="PARSE_SYNTAX_ERROR", messageParameters={})
+    got = explain(parse)
+    assert got.message == ("[PARSE_SYNTAX_ERROR] Syntax error at or near 'SELEC'. "
+                           "SQLSTATE: 42601 (line 1, pos 0)")
+    assert got.hint is not None and "SQL syntax" in got.hint
+    column = AnalysisException(
+        message="A column with name `nope` cannot be resolved. Did you mean one of the "
+                "following? [`a`]. SQLSTATE: 42703", errorClass="UNRESOLVED_COLUMN.WITH_SUGGESTION",
+        messageParameters={})
+    hint = explain(column).hint
+    assert hint is not None and "DESCRIBE" in hint
+    # Anything else: its type and first line, and where to find the rest.
+    other = explain(RuntimeError("disk full\nmore detail"))
+    assert (other.message, other.hint) == ("RuntimeError: disk full",
+                                           "rerun with --debug for the traceback")
