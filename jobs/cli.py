@@ -300,7 +300,7 @@ def run(
 
                 def on_log(message: str) -> None:
                     if bar.live.is_started:
-                        bar.console.print(f"[dim]{message}[/]")
+                        bar.console.print(f"[dim]{escape(message)}[/]")
                     else:
                         print(f"[lakecep] {message}", file=sys.stderr, flush=True)
 
