@@ -219,11 +219,11 @@ def generate(
         if json_out:
             console.emit_json(result)
         else:
-            console.out.print(f"generated {len(frame)} {what} in {len(files)} files under "
-                              f"{cfg.landing} in {result['seconds']:.1f}s; run the example "
-                              "with LAKECEP_QUERIES_DIR=queries/examples")
+            console.say(f"generated {len(frame)} {what} in {len(files)} files under "
+                        f"{cfg.landing} in {result['seconds']:.1f}s; run the example "
+                        "with LAKECEP_QUERIES_DIR=queries/examples")
             if extra:
-                console.out.print(f"exact probabilities in {extra['truth']}")
+                console.say(f"exact probabilities in {extra['truth']}")
         return 0
 
     from lakecep.generate import generate as write_scenario
@@ -248,9 +248,9 @@ def generate(
                            "truth": str(truth), "seconds": round(seconds, 2),
                            "counts": counts})
         return 0
-    console.out.print(f"generated {counts['lines_written']} lines in {counts['files']} files "
-                      f"under {cfg.landing} in {seconds:.1f}s")
-    console.out.print(f"ground truth: {truth}")
+    console.say(f"generated {counts['lines_written']} lines in {counts['files']} files "
+                f"under {cfg.landing} in {seconds:.1f}s")
+    console.say(f"ground truth: {truth}")
     console.out.print(console.counts_table(counts, title="what was generated"))
     return 0
 
@@ -455,7 +455,7 @@ def show_config(
                                         for k, v in values.items()}})
     else:
         console.out.print(console.settings_table(values, loaded.sources))
-        console.out.print(f"config file: {loaded.config_file or 'none'}")
+        console.say(f"config file: {loaded.config_file or 'none'}")
     return 0
 
 

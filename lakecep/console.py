@@ -36,6 +36,11 @@ for _console in (out, err):
         _console.width = 140  # logs and pipes: wide enough for the summary table, no wrapping
 
 
+def say(text: str) -> None:
+    """A plain line on stdout (no markup: paths may hold brackets)."""
+    out.print(text, markup=False)
+
+
 class Failure(Exception):
     """An error the user can act on: one message line and a hint (no traceback)."""
 
