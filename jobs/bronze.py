@@ -101,4 +101,4 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
     )
     frame = bronze_frame(files, settings.max_line_bytes)
     writer = frame.writeStream.format("delta").outputMode("append").option("path", bronze.path)
-    return run_stream(writer, settings, QUERY, continuous=continuous)
+    return run_stream(writer, settings, QUERY, continuous=continuous, input_unit="files")

@@ -1,22 +1,31 @@
 """The ``lakecep`` command line: generate data, run jobs, query the lake, check counts.
 
 The top of the house: it stands on the jobs (``lakecep run <job>``) and on the pure pipeline
-code in ``lakecep`` (generators, settings); nothing imports it. Console script ``lakecep``,
-or ``python -m lakecep.jobs.cli``. Heavy imports (pyspark, pandas, cep_core) happen inside
-the commands, so ``--help`` is fast.
+code in ``lakecep`` (generators, settings, ``lakecep.console`` for tables, progress and
+errors); nothing imports it. Console script ``lakecep``, or ``python -m lakecep.jobs.cli``.
+Built on typer (click) and rich. Each command is a thin wrapper around functions in other
+modules. Heavy imports (pyspark, pandas, cep_core) happen inside the commands, so
+``--help`` and ``--version`` are fast.
+
+Exit codes: 0 done; 1 the command failed (or ``status --strict`` found a failed check);
+2 bad usage or configuration.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Annotated, Any, Protocol
 
-from lakecep.config import ConfigError, Settings, load_settings
+import typer
+from rich.markup import escape
+
+from lakecep import console
+from lakecep.config import ConfigError, Settings, load, parse_overrides, unknown_environment
 
 #: The jobs of ``lakecep run all`` (the lakecep_pipeline DAG), in order.
 JOBS = ("bronze", "silver", "optimize", "gold", "quality")
@@ -41,241 +50,451 @@ def job_runners() -> dict[str, Job]:
             "tune": tune.run}
 
 
-def _spark(settings: Settings, app: str):  # noqa: ANN202
+@dataclass
+class _State:
+    """Global options of this invocation (set by the root callback)."""
+
+    debug: bool = False
+    overrides: dict[str, Any] = field(default_factory=dict)
+    set_pairs: list[str] = field(default_factory=list)
+
+
+STATE = _State()
+
+
+def settings() -> Settings:
+    """Settings of this invocation: defaults < file < environment < ``--home``/``--set``."""
+    return _loaded().settings
+
+
+def _loaded():  # noqa: ANN202 - lakecep.config.Loaded
+    overrides = {**parse_overrides(STATE.set_pairs), **STATE.overrides}
+    if STATE.debug:
+        overrides.setdefault("spark_log_level", "warn")
+    for warning in unknown_environment():
+        console.err.print(f"[yellow]warning:[/] {warning}")
+    return load(overrides=overrides)
+
+
+def _spark(cfg: Settings, app: str):  # noqa: ANN202
     from .spark import get_spark
 
-    return get_spark(app, settings)
+    with console.err.status(f"starting Spark ({cfg.spark_master})", spinner="dots") \
+            if console.err.is_terminal else _nothing():
+        return get_spark(app, cfg)
 
 
-def cmd_generate(args: argparse.Namespace, settings: Settings) -> int:
-    from lakecep.generate import generate
+class _nothing:  # noqa: N801 - a null context manager that reads like one
+    def __enter__(self) -> None:
+        return None
 
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        def v(name: str) -> str:
+            try:
+                return version(name)
+            except PackageNotFoundError:
+                return "not installed"
+
+        print(f"lakecep {v('lakecep')} (Python {sys.version.split()[0]}, PySpark "
+              f"{v('pyspark')}, Delta {v('delta-spark')}, Great Expectations "
+              f"{v('great-expectations')})")
+        raise typer.Exit()
+
+
+def _flag(name: str, help: str) -> Any:  # noqa: A002 - typer's word
+    """An on/off option (no value, no type shown)."""
+    return typer.Option(name, metavar="", help=help)
+
+
+app = typer.Typer(
+    name="lakecep",
+    help="Complex event processing for the lakehouse. Tables and files live under "
+    "$LAKECEP_HOME (default ./.lakecep); settings: $LAKECEP_HOME/lakecep.toml, LAKECEP_<KEY> "
+    "environment variables or --set key=value (docs/configuration.md; `lakecep config` "
+    "shows them).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@app.callback()
+def root(
+    version: Annotated[bool, typer.Option("--version", metavar="", callback=_version,
+                                          is_eager=True, help="print the versions and "
+                                          "exit")] = False,
+    debug: Annotated[bool, _flag("--debug", "show tracebacks and Spark's own "
+                                        "warnings (spark_log_level=warn)")] = False,
+    home: Annotated[str | None, typer.Option("--home", metavar="PATH",
+                                             help="lakecep home (overrides $LAKECEP_HOME)")]
+    = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", metavar="KEY=VALUE", help="override a setting for this command (repeatable; "
+        "wins over file and environment)")] = None,
+) -> None:
+    STATE.debug = debug or os.environ.get("LAKECEP_DEBUG", "") not in ("", "0")
+    STATE.set_pairs = list(set_ or [])
+    STATE.overrides = {"home": home} if home else {}
+
+
+# ---------------------------------------------------------------------------- generate
+class Kind(StrEnum):
+    rfid = "rfid"
+    stock = "stock"
+    uncertain = "uncertain"
+
+
+def _share(what: str, default: float) -> Any:
+    return typer.Option(min=0.0, max=1.0, help=f"share of {what} (default {default})")
+
+
+@app.command()
+def generate(
+    kind: Annotated[Kind, typer.Option(help="rfid: the RFID scenario (default); stock: stock "
+                    "ticks with planted falls and check-marks for queries/examples/"
+                    "stock_check.toml; uncertain: parcels with interval timestamps and pmfs for "
+                    "queries/examples/uncertain_inspection.toml (truth with exact probabilities "
+                    "in _truth/uncertain_truth.json)")] = Kind.rfid,
+    symbols: Annotated[int, typer.Option(min=1, help="--kind stock: number of symbols")] = 20,
+    parcels: Annotated[int, typer.Option(min=1, help="--kind uncertain: parcels")] = 40,
+    max_width: Annotated[int, typer.Option(min=0, help="--kind uncertain: most minutes an "
+                         "interval reaches on each side of the true time")] = 1,
+    hours: Annotated[float, typer.Option(min=0.0, help="--kind stock: hours of ticks")] = 48.0,
+    events: Annotated[int, typer.Option(min=1, help="approximate number of lines")] = 20_000,
+    seed: Annotated[int, typer.Option(help="random seed (same seed, same files)")] = 7,
+    lines_per_file: Annotated[int, typer.Option(min=1, help="lines per landing file")] = 5_000,
+    rate_per_hour: Annotated[float, typer.Option(min=0.0, help="Poisson rate of tags entering "
+                             "at reader A (tags/hour)")] = 100.0,
+    mean_transit_hours: Annotated[float, typer.Option(min=0.0, help="mean time between "
+                                  "consecutive readers")] = 3.0,
+    duplicate_share: Annotated[float, _share("extra copies of already-sent events (same "
+                               "event_id)", 0.02)] = 0.02,
+    malformed_share: Annotated[float, _share("lines that are not valid JSON", 0.005)] = 0.005,
+    missing_share: Annotated[float, _share("events with a required field missing",
+                             0.005)] = 0.005,
+    wrong_type_share: Annotated[float, _share("events with a field of the wrong type",
+                                0.005)] = 0.005,
+    late_share: Annotated[float, _share("events that arrive several files late",
+                          0.02)] = 0.02,
+    out_of_order_share: Annotated[float, _share("events shuffled within their file",
+                                  0.03)] = 0.03,
+    clean: Annotated[bool, _flag("--clean", "replace generated files already in "
+                     "the landing folder")] = False,
+    json_out: Annotated[bool, _flag("--json", "print the result as JSON")] = False,
+) -> int:
+    """Write a synthetic scenario into the landing folder.
+
+    The RFID scenario: tags passing readers A -> B -> C -> D, with duplicates, malformed
+    lines, late and out-of-order events, into $LAKECEP_HOME/landing/events, and its ground
+    truth into $LAKECEP_HOME/landing/_truth/truth.json.
+    """
+    cfg = settings()
     started = time.monotonic()
-    if args.kind == "stock":
-        from lakecep.ticks import ticks, write_landing
+    if kind is not Kind.rfid:
+        from lakecep import ticks, uncertain_events
 
-        frame = ticks(symbols=args.symbols, hours=args.hours, seed=args.seed)
-        files = write_landing(frame, settings.landing, lines_per_file=args.lines_per_file,
-                              overwrite=args.clean)
-        print(f"generated {len(frame)} stock ticks of {args.symbols} symbols in {len(files)} "
-              f"files under {settings.landing} in {time.monotonic() - started:.1f}s; run the "
-              "stock example with LAKECEP_QUERIES_DIR=queries/examples")
+        if kind is Kind.stock:
+            frame = ticks.ticks(symbols=symbols, hours=hours, seed=seed)
+            files = ticks.write_landing(frame, cfg.landing, lines_per_file=lines_per_file,
+                                        overwrite=clean)
+            what, extra = f"stock ticks of {symbols} symbols", {}
+        else:
+            frame = uncertain_events.parcels(parcels, seed=seed, max_width=max_width)
+            files = uncertain_events.write_landing(frame, cfg.landing, cfg.truth_dir,
+                                                   lines_per_file=lines_per_file,
+                                                   overwrite=clean)
+            what = f"uncertain events of {parcels} parcels"
+            extra = {"truth": str(cfg.truth_dir / "uncertain_truth.json")}
+        result = {"kind": kind.value, "lines": len(frame), "files": len(files),
+                  "landing": str(cfg.landing), "seconds": round(time.monotonic() - started, 2),
+                  **extra}
+        if json_out:
+            console.emit_json(result)
+        else:
+            console.say(f"generated {len(frame)} {what} in {len(files)} files under "
+                        f"{cfg.landing} in {result['seconds']:.1f}s; run the example "
+                        "with LAKECEP_QUERIES_DIR=queries/examples")
+            if extra:
+                console.say(f"exact probabilities in {extra['truth']}")
         return 0
 
-    if args.kind == "uncertain":
-        from lakecep.uncertain_events import parcels, write_landing
+    from lakecep.generate import generate as write_scenario
 
-        frame = parcels(args.parcels, seed=args.seed, max_width=args.max_width)
-        files = write_landing(frame, settings.landing, settings.truth_dir,
-                              lines_per_file=args.lines_per_file, overwrite=args.clean)
-        print(f"generated {len(frame)} uncertain events of {args.parcels} parcels in "
-              f"{len(files)} files under {settings.landing} in "
-              f"{time.monotonic() - started:.1f}s; exact probabilities in "
-              f"{settings.truth_dir / 'uncertain_truth.json'}; run the example with "
-              "LAKECEP_QUERIES_DIR=queries/examples")
-        return 0
-
-    def progress(done: int, total: int) -> None:
-        print(f"\r  wrote file {done}/{total}", end="", file=sys.stderr, flush=True)
-
-    summary = generate(
-        settings.landing,
-        settings.truth_dir,
-        events=args.events,
-        seed=args.seed,
-        lines_per_file=args.lines_per_file,
-        rate_per_hour=args.rate_per_hour,
-        mean_transit_hours=args.mean_transit_hours,
-        duplicate_share=args.duplicate_share,
-        malformed_share=args.malformed_share,
-        missing_share=args.missing_share,
-        wrong_type_share=args.wrong_type_share,
-        late_share=args.late_share,
-        out_of_order_share=args.out_of_order_share,
-        overwrite=args.clean,
-        progress=progress,
-    )
-    print(file=sys.stderr)
+    with console.progress(disable=json_out) as bar:
+        task = bar.add_task("writing landing files", total=None)
+        summary = write_scenario(
+            cfg.landing, cfg.truth_dir, events=events, seed=seed,
+            lines_per_file=lines_per_file, rate_per_hour=rate_per_hour,
+            mean_transit_hours=mean_transit_hours, duplicate_share=duplicate_share,
+            malformed_share=malformed_share, missing_share=missing_share,
+            wrong_type_share=wrong_type_share, late_share=late_share,
+            out_of_order_share=out_of_order_share, overwrite=clean,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
     counts = summary.counts
-    print(f"generated {counts['lines_written']} lines in {counts['files']} files under "
-          f"{settings.landing} in {time.monotonic() - started:.1f}s")
-    print(f"ground truth: {settings.truth_dir / 'truth.json'}")
-    print(json.dumps(counts, indent=2, default=str))
+    seconds = time.monotonic() - started
+    truth = cfg.truth_dir / "truth.json"
+    if json_out:
+        console.emit_json({"kind": "rfid", "lines": counts["lines_written"],
+                           "files": counts["files"], "landing": str(cfg.landing),
+                           "truth": str(truth), "seconds": round(seconds, 2),
+                           "counts": counts})
+        return 0
+    console.say(f"generated {counts['lines_written']} lines in {counts['files']} files "
+                f"under {cfg.landing} in {seconds:.1f}s")
+    console.say(f"ground truth: {truth}")
+    console.out.print(console.counts_table(counts, title="what was generated"))
     return 0
 
 
-def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+# --------------------------------------------------------------------------------- run
+JobName = StrEnum("JobName", {name: name for name in (*JOBS, *TUNING_JOBS, "all")})
+
+
+@app.command()
+def run(
+    job: Annotated[JobName, typer.Argument(help="bronze, silver, optimize, gold, quality, all "
+                   "(those five in order); statistics, tune (the tuning loop)")],
+    run_id: Annotated[str | None, typer.Option(help="id recorded with quality results and "
+                      "statistics (default: a timestamp)")] = None,
+    continuous: Annotated[bool, _flag("--continuous", "processing-time trigger "
+                          "(settings.trigger_interval) until stopped")] = False,
+    json_out: Annotated[bool, _flag("--json", "print the run summary as "
+                        "JSON")] = False,
+) -> int:
+    """Run a job on what has landed and exit (availableNow), or keep running (--continuous).
+
+    Jobs are idempotent: re-running or restarting after a crash neither loses nor
+    duplicates rows. `all` runs bronze, silver, optimize, gold, quality; the tuning loop
+    runs statistics (measure silver and gold into gold.statistics) then tune (write the next
+    $LAKECEP_HOME/tuning/config-vN.json, which gold applies). Prints one summary table:
+    per job its output table, rows in, rows out, quarantined, duplicates and duration.
+    """
+    from . import run_summary, streaming
+
+    cfg = settings()
+    name = job.value
+    run_id = run_id or time.strftime("manual__%Y%m%dT%H%M%S")
     runners = job_runners()
-    jobs = JOBS if args.job == "all" else (args.job,)
-    spark = _spark(settings, f"lakecep-{args.job}")
+    jobs = JOBS if name == "all" else (name,)
+    rows: list[run_summary.StageSummary] = []
+    started = time.monotonic()
+    spark = _spark(cfg, f"lakecep-{name}")
     try:
-        for job in jobs:
-            started = time.monotonic()
-            print(f"==> {job}", file=sys.stderr, flush=True)
-            result = runners[job](spark, settings, run_id=args.run_id,
-                                  continuous=args.continuous)
-            print(result)
-            print(f"    {job} done in {time.monotonic() - started:.1f}s", file=sys.stderr)
+        with console.progress(disable=json_out) as bar:
+            overall = bar.add_task(f"run {name}", total=len(jobs))
+            for stage in jobs:
+                task = bar.add_task(stage, total=None)
+
+                def on_batch(query: str, n: int, batches: int, task: Any = task,
+                             stage: str = stage) -> None:
+                    bar.update(task, description=f"{stage}: {n:,} in, {batches} batches")
+
+                def on_log(message: str) -> None:
+                    if bar.live.is_started:
+                        bar.console.print(f"[dim]{escape(message)}[/]")
+                    else:
+                        print(f"[lakecep] {message}", file=sys.stderr, flush=True)
+
+                before = run_summary.versions(cfg, stage)
+                stage_started = time.monotonic()
+                if not bar.live.is_started:
+                    print(f"==> {stage}", file=sys.stderr, flush=True)
+                with streaming.reporting(log=on_log, batch=on_batch):
+                    result = runners[stage](spark, cfg, run_id=run_id, continuous=continuous)
+                seconds = time.monotonic() - stage_started
+                rows.append(run_summary.summarise(cfg, stage, result, seconds, before))
+                bar.remove_task(task)
+                bar.advance(overall)
+                if bar.live.is_started:
+                    bar.console.print(console.stage_line(rows[-1].as_dict()))
+                else:
+                    print(f"    {stage} done in {seconds:.1f}s", file=sys.stderr, flush=True)
     finally:
         spark.stop()
+        if rows and not json_out:
+            console.out.print(console.summary_table(
+                [r.as_dict() for r in rows],
+                title=f"run {name} ({run_id}) in {time.monotonic() - started:.1f}s"))
+    if json_out:
+        console.emit_json({"job": name, "run_id": run_id,
+                           "seconds": round(time.monotonic() - started, 2),
+                           "ok": all(r.ok for r in rows), "jobs": [r.as_dict() for r in rows]})
     return 0
 
 
-def cmd_sql(args: argparse.Namespace, settings: Settings) -> int:
+# --------------------------------------------------------------------------------- sql
+class Format(StrEnum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+class Engine(StrEnum):
+    spark = "spark"
+    duckdb = "duckdb"
+
+
+def _write_rows(rows: Any, fmt: Format, truncate: int) -> None:
+    """A pandas frame of query results as a table for people, CSV or JSON lines."""
+    if fmt is Format.table:
+        console.out.print(console.frame_table(rows, truncate))
+        console.out.print(f"[dim]{len(rows)} row(s)[/]")
+    else:
+        sys.stdout.write(rows.to_csv(index=False) if fmt is Format.csv else rows.to_json(
+            orient="records", lines=True, date_format="iso"))
+
+
+@app.command()
+def sql(
+    query: Annotated[str, typer.Argument(help="a Spark SQL query")],
+    limit: Annotated[int, typer.Option(min=0, help="rows to show")] = 50,
+    fmt: Annotated[Format, typer.Option("--format", help="table for people; csv or json "
+                   "(JSON lines) for scripts")] = Format.table,
+    truncate: Annotated[int, typer.Option(min=0, help="column width for --format "
+                        "table")] = 40,
+    engine: Annotated[Engine, typer.Option(help="spark: Spark SQL with Delta time travel; "
+                      "duckdb: DuckDB over delta-rs, no JVM (starts in about a second; "
+                      "needs lakecep[duckdb])")] = Engine.spark,
+) -> int:
+    """Run a Spark SQL query over the lake's tables.
+
+    Tables are registered by name: bronze.events, silver.events, silver.quarantine,
+    silver.duplicates, gold.complex_events, gold.quality_results, gold.statistics,
+    gold.allocations, ... (Delta time travel: ... FROM silver.events VERSION AS OF 3).
+    With --engine duckdb the same names are DuckDB views of the tables' newest versions.
+    A table or (subquery) in FROM may be followed by MATCH_RECOGNIZE (...) (docs/spark.md;
+    --engine spark only).
+    """
+    import logging
+
     from lakecep.spark import sql as spark_sql  # MATCH_RECOGNIZE clauses (docs/spark.md)
 
     from .catalog import register_tables
 
-    spark = _spark(settings, "lakecep-sql")
+    cfg = settings()
+    if engine is Engine.duckdb:
+        from lakecep.lake_sql import run_query
+
+        _write_rows(run_query(cfg, query, limit), fmt, truncate)
+        return 0
+    spark = _spark(cfg, "lakecep-sql")
     try:
-        registered = register_tables(spark, settings)
+        registered = register_tables(spark, cfg)
         # PySpark also logs failed queries as JSON; the error below says it once, clearly.
         logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
         try:
-            frame = spark_sql(spark, args.query)
+            frame = spark_sql(spark, query)
         except Exception as exc:
             if "TABLE_OR_VIEW_NOT_FOUND" not in str(exc):
                 raise
             known = ", ".join(registered) or "none yet (run `lakecep run all` first)"
-            raise LookupError(f"{str(exc).splitlines()[0]}\ntables under {settings.lake}: "
-                              f"{known}") from None
-        if args.format == "table":
-            frame.show(args.limit, truncate=args.truncate)
+            raise console.Failure(console.explain(exc).message,
+                                  f"tables under {cfg.lake}: {known}") from None
+        if fmt is Format.table:
+            frame.show(limit, truncate=truncate)
         else:
-            rows = frame.limit(args.limit).toPandas()
-            out = rows.to_csv(index=False) if args.format == "csv" else rows.to_json(
-                orient="records", lines=True, date_format="iso")
-            sys.stdout.write(out)
+            _write_rows(frame.limit(limit).toPandas(), fmt, truncate)
     finally:
         spark.stop()
     return 0
 
 
-def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+# ------------------------------------------------------------------------------ status
+@app.command()
+def status(
+    strict: Annotated[bool, _flag("--strict", "exit 1 if any check "
+                      "fails")] = False,
+    json_out: Annotated[bool, _flag("--json", "print counts and checks as "
+                        "JSON")] = False,
+) -> int:
+    """Table counts, reconciliation and gold vs ground truth.
+
+    Counts every table, checks landed = bronze = silver + duplicates + quarantine, and
+    compares gold with the generator's ground truth when there is one.
+    """
     from .status import lake_status
 
-    spark = _spark(settings, "lakecep-status")
+    cfg = settings()
+    spark = _spark(cfg, "lakecep-status")
     try:
-        report = lake_status(spark, settings)
+        report = lake_status(spark, cfg)
     finally:
         spark.stop()
-    print(report)
-    return 0 if report.ok or not args.strict else 1
+    if json_out:
+        console.emit_json({"ok": report.ok, "counts": report.counts,
+                           "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail}
+                                      for c in report.checks]})
+    else:
+        for table in console.status_tables(report.counts, report.checks):
+            console.out.print(table)
+        console.out.print("[green]all checks passed[/]" if report.ok
+                          else "[red]some checks failed[/]")
+    return 0 if report.ok or not strict else 1
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="lakecep",
-        description="Complex event processing for the lakehouse. Tables and files live under "
-        "$LAKECEP_HOME (default ./.lakecep); settings: $LAKECEP_HOME/lakecep.toml or "
-        "LAKECEP_<KEY> environment variables (docs/configuration.md).",
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
+# ------------------------------------------------------------------------------ config
+@app.command("config")
+def show_config(
+    json_out: Annotated[bool, _flag("--json", "print settings and sources as "
+                        "JSON")] = False,
+) -> int:
+    """Show every setting, its value and where it came from (default, file, environment,
+    command line)."""
+    from dataclasses import asdict
 
-    gen = sub.add_parser("generate", help="write a synthetic RFID scenario into the landing folder",
-                         description="Write a seeded RFID supply-chain scenario (tags passing "
-                         "readers A -> B -> C -> D, with duplicates, malformed lines, late and "
-                         "out-of-order events) into $LAKECEP_HOME/landing/events, and its "
-                         "ground truth into $LAKECEP_HOME/landing/_truth/truth.json.")
-    gen.add_argument("--kind", choices=("rfid", "stock", "uncertain"), default="rfid",
-                     help="rfid: the RFID scenario (default); stock: stock ticks with planted "
-                     "falls and check-marks for queries/examples/stock_check.toml; uncertain: "
-                     "parcels with interval timestamps and pmfs for "
-                     "queries/examples/uncertain_inspection.toml (truth with exact "
-                     "probabilities in _truth/uncertain_truth.json)")
-    gen.add_argument("--symbols", type=int, default=20, help="--kind stock: number of symbols")
-    gen.add_argument("--parcels", type=int, default=40, help="--kind uncertain: parcels")
-    gen.add_argument("--max-width", type=int, default=1,
-                     help="--kind uncertain: most minutes an interval reaches on each side of "
-                     "the true time")
-    gen.add_argument("--hours", type=float, default=48.0, help="--kind stock: hours of ticks")
-    gen.add_argument("--events", type=int, default=20_000, help="approximate number of lines")
-    gen.add_argument("--seed", type=int, default=7, help="random seed (same seed, same files)")
-    gen.add_argument("--lines-per-file", type=int, default=5_000, help="lines per landing file")
-    gen.add_argument("--rate-per-hour", type=float, default=100.0,
-                     help="Poisson rate of tags entering at reader A (tags/hour)")
-    gen.add_argument("--mean-transit-hours", type=float, default=3.0,
-                     help="mean time between consecutive readers")
-    for share, default, what in (
-        ("duplicate", 0.02, "extra copies of already-sent events (same event_id)"),
-        ("malformed", 0.005, "lines that are not valid JSON"),
-        ("missing", 0.005, "events with a required field missing"),
-        ("wrong-type", 0.005, "events with a field of the wrong type"),
-        ("late", 0.02, "events that arrive several files late"),
-        ("out-of-order", 0.03, "events shuffled within their file"),
-    ):
-        gen.add_argument(f"--{share}-share", type=float, default=default,
-                         help=f"share of {what} (default {default})")
-    gen.add_argument("--clean", action="store_true",
-                     help="replace generated files already in the landing folder")
-    gen.set_defaults(func=cmd_generate)
-
-    run = sub.add_parser("run", help="run a job (bronze, silver, optimize, gold, quality, all; "
-                         "statistics, tune)",
-                         description="Run a job on what has landed and exit (availableNow), or "
-                         "keep running with --continuous. Jobs are idempotent: re-running or "
-                         "restarting after a crash neither loses nor duplicates rows. `all` runs "
-                         f"{', '.join(JOBS)}; the tuning loop runs statistics (measure silver "
-                         "and gold into gold.statistics) then tune (write the next "
-                         "$LAKECEP_HOME/tuning/config-vN.json, which gold applies).")
-    run.add_argument("job", choices=(*JOBS, *TUNING_JOBS, "all"))
-    run.add_argument("--run-id", default=None, help="id recorded with quality results and "
-                     "statistics (default: a timestamp)")
-    run.add_argument("--continuous", action="store_true",
-                     help="processing-time trigger (settings.trigger_interval) until stopped")
-    run.set_defaults(func=cmd_run)
-
-    sql = sub.add_parser("sql", help="run Spark SQL over the lake's tables",
-                         description="Run a Spark SQL query. Tables are registered by name: "
-                         "bronze.events, silver.events, silver.quarantine, silver.duplicates, "
-                         "gold.complex_events, gold.quality_results, gold.statistics, "
-                         "gold.allocations, ... (Delta time travel: "
-                         "... FROM silver.events VERSION AS OF 3). A table or (subquery) in "
-                         "FROM may be followed by MATCH_RECOGNIZE (...) (docs/spark.md).")
-    sql.add_argument("query")
-    sql.add_argument("--limit", type=int, default=50, help="rows to show (default 50)")
-    sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
-    sql.add_argument("--truncate", type=int, default=40, help="column width for --format table")
-    sql.set_defaults(func=cmd_sql)
-
-    status = sub.add_parser("status", help="table counts, reconciliation and gold vs ground truth",
-                            description="Count every table, check landed = bronze = silver + "
-                            "duplicates + quarantine, and compare gold with the generator's "
-                            "ground truth when there is one.")
-    status.add_argument("--strict", action="store_true", help="exit 1 if any check fails")
-    status.set_defaults(func=cmd_status)
-    return parser
+    loaded = _loaded()
+    values = asdict(loaded.settings)
+    if json_out:
+        console.emit_json({"config_file": loaded.config_file,
+                           "settings": {k: {"value": v, "source": loaded.sources[k]}
+                                        for k, v in values.items()}})
+    else:
+        console.out.print(console.settings_table(values, loaded.sources))
+        console.say(f"config file: {loaded.config_file or 'none'}")
+    return 0
 
 
+# -------------------------------------------------------------------------------- main
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if getattr(args, "run_id", "x") is None:
-        args.run_id = time.strftime("manual__%Y%m%dT%H%M%S")
+    """Run the command line; returns the exit code (the console script exits with it)."""
+    command = typer.main.get_command(app)
+    args = list(sys.argv[1:] if argv is None else argv)
+    STATE.debug = "--debug" in args or os.environ.get("LAKECEP_DEBUG", "") not in ("", "0")
+    name = next((a for a in args if a in getattr(command, "commands", {})), "")
     try:
-        settings = load_settings()
-    except ConfigError as exc:
-        print(f"lakecep: configuration error: {exc}", file=sys.stderr)
-        return 2
-    try:
-        return int(args.func(args, settings))
-    except Exception as exc:  # noqa: BLE001 - top level: trace for logs, then one clear line
-        import traceback
+        result = command.main(args=args, prog_name="lakecep", standalone_mode=False)
+    except typer.Exit as done:
+        return done.exit_code
+    except typer.Abort:
+        console.err.print("lakecep: aborted")
+        return 130
+    except typer.TyperException as exc:  # usage errors (click's): its message, exit 2
+        from typer import rich_utils
 
-        if not _is_user_error(exc):
-            traceback.print_exc()
-        print(f"lakecep {args.command}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-
-
-def _is_user_error(exc: Exception) -> bool:
-    """Errors whose message says everything (bad query, bad config): no traceback."""
-    from lakecep.queries import QueryDefinitionError
-
-    names = {"QueryError", "TuningError"}
-    if isinstance(exc, KeyError | IndexError):  # LookupErrors that are bugs, not advice
-        return False
-    return (isinstance(exc, ConfigError | QueryDefinitionError | LookupError)
-            or type(exc).__name__ in names)
+        rich_utils.rich_format_error(exc)  # type: ignore[arg-type]
+        return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - the top: one clear line (traceback with --debug)
+        if STATE.debug:
+            console.err.print_exception(show_locals=False)
+        explained = console.explain(exc)
+        prefix = f"lakecep {name}: error" if name else "lakecep: error"
+        console.err.print(f"[bold red]{prefix}:[/] {escape(explained.message)}",
+                          soft_wrap=True)
+        if explained.hint:
+            console.err.print(f"  [bold]hint:[/] {escape(explained.hint)}", soft_wrap=True)
+        if isinstance(exc, ConfigError):
+            return 2
+        return exc.code if isinstance(exc, console.Failure) else 1
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":

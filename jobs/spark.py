@@ -78,7 +78,8 @@ def get_spark(app_name: str = "lakecep", settings: Settings | None = None) -> Sp
         .config(
             "spark.driver.extraJavaOptions",
             f"-Dderby.system.home={settings.home} "
-            f"-Dlog4j.configurationFile=file:{LOG4J_CONFIG}",
+            f"-Dlog4j.configurationFile=file:{LOG4J_CONFIG} "
+            f"-Dlakecep.spark.log.level={settings.spark_log_level}",
         )
     )
     jars = [j for j in settings.spark_jars.split(",") if j] or _maven_jars() or _ivy_jars()
@@ -93,7 +94,7 @@ def get_spark(app_name: str = "lakecep", settings: Settings | None = None) -> Sp
         builder = builder.config("spark.scheduler.mode", "FAIR").config(
             "spark.scheduler.allocation.file", scheduler)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    spark.sparkContext.setLogLevel(settings.spark_log_level.upper())
     return spark
 
 

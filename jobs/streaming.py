@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,16 +27,41 @@ class StreamRun:
     batches: int
     input_rows: int
     seconds: float
+    #: What one input row is: ``rows``, or ``files`` for bronze (it reads whole files).
+    input_unit: str = "rows"
 
     def __str__(self) -> str:
         return (
-            f"{self.name}: {self.input_rows} input rows (files for the landing reader) in "
+            f"{self.name}: {self.input_rows} input {self.input_unit} in "
             f"{self.batches} micro-batches, {self.seconds:.1f}s"
         )
 
 
+#: Where progress goes while :func:`reporting` is active (the CLI's progress display);
+#: otherwise log lines are printed to stderr.
+_log_sink: Callable[[str], None] | None = None
+_batch_sink: Callable[[str, int, int], None] | None = None
+
+
+@contextmanager
+def reporting(log: Callable[[str], None] | None = None,
+              batch: Callable[[str, int, int], None] | None = None) -> Iterator[None]:
+    """Send log lines to ``log`` and each micro-batch's ``(query, input rows so far,
+    batches so far)`` to ``batch`` while the block runs."""
+    global _log_sink, _batch_sink
+    saved = _log_sink, _batch_sink
+    _log_sink, _batch_sink = log, batch
+    try:
+        yield
+    finally:
+        _log_sink, _batch_sink = saved
+
+
 def log(message: str) -> None:
-    print(f"[lakecep] {message}", file=sys.stderr, flush=True)
+    if _log_sink is not None:
+        _log_sink(message)
+    else:
+        print(f"[lakecep] {message}", file=sys.stderr, flush=True)
 
 
 def writer_id(settings: Settings, query: str) -> str:
@@ -52,9 +79,11 @@ def writer_id(settings: Settings, query: str) -> str:
 
 
 def run_stream(
-    writer: DataStreamWriter, settings: Settings, query: str, *, continuous: bool = False
+    writer: DataStreamWriter, settings: Settings, query: str, *, continuous: bool = False,
+    input_unit: str = "rows",
 ) -> StreamRun:
-    """Start ``writer`` with the query's checkpoint, report progress, wait for the end."""
+    """Start ``writer`` with the query's checkpoint, report progress, wait for the end.
+    ``input_unit`` names what the source's input rows are (``files`` for bronze)."""
     checkpoint = settings.checkpoint(query)
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
     writer = writer.queryName(query).option("checkpointLocation", str(checkpoint))
@@ -82,8 +111,10 @@ def run_stream(
             batches += 1
             written = (progress.get("sink") or {}).get("numOutputRows", -1)
             out = f", {written} rows written" if written is not None and written >= 0 else ""
-            log(f"{query}: batch {progress['batchId']}: {n} input rows{out}, "
+            log(f"{query}: batch {progress['batchId']}: {n} input {input_unit}{out}, "
                 f"{progress['batchDuration']} ms")
+            if _batch_sink is not None:
+                _batch_sink(query, rows, batches)
 
     while handle.isActive:
         handle.awaitTermination(2)
@@ -92,4 +123,4 @@ def run_stream(
     error = handle.exception()
     if error is not None:
         raise RuntimeError(f"streaming query {query!r} failed: {error}") from None
-    return StreamRun(query, batches, rows, time.monotonic() - started)
+    return StreamRun(query, batches, rows, time.monotonic() - started, input_unit)

@@ -1,23 +1,52 @@
-"""Typed, validated configuration.
+"""Typed, validated configuration (pydantic-settings).
 
 Sources, later ones win: built-in defaults, the TOML file (``$LAKECEP_CONFIG``, else
-``$LAKECEP_HOME/lakecep.toml`` when it exists), then ``LAKECEP_<KEY>`` environment
-variables. Every value is checked at start-up; a bad one raises ``ConfigError`` naming the
-key and where it came from.
+``$LAKECEP_HOME/lakecep.toml`` when it exists), ``LAKECEP_<KEY>`` environment variables,
+then overrides given on the command line (``lakecep --set key=value ...``). Every value is
+checked at start-up against the type and range written on its field below; a bad one
+raises ``ConfigError`` naming the key, the value and where it came from, and an unknown key
+says which known key it probably meant.
+
+``Settings`` stays a frozen dataclass (``dataclasses.replace`` works on it); the
+pydantic-settings model that loads and validates it is built from its fields.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import tomllib
+from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_type_hints
+
+from pydantic import BeforeValidator, Field, ValidationError, create_model
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 
 class ConfigError(ValueError):
     """A configuration value is missing or invalid (the message names key and source)."""
+
+
+def _no_bool(value: Any) -> Any:
+    """TOML ``true`` is not a number (pydantic would read it as 1)."""
+    if isinstance(value, bool):
+        raise ValueError("expected a number, got a boolean")
+    return value
+
+
+#: Value types with their ranges (every count is positive; every rate or size finite >= 0).
+Positive = Annotated[int, BeforeValidator(_no_bool), Field(gt=0)]
+NonNegative = Annotated[float, BeforeValidator(_no_bool), Field(ge=0, allow_inf_nan=False)]
+PositiveSeconds = Annotated[float, BeforeValidator(_no_bool), Field(gt=0, allow_inf_nan=False)]
+Share = Annotated[float, BeforeValidator(_no_bool), Field(gt=0, lt=1)]
+Strategy = Literal["", "alaa", "llaa", "ollaa", "sllaa", "auto"]
+Consumption = Literal["first", "recent", "chronicle", "cumulative", "continuous"]
+LogLevel = Literal["off", "fatal", "error", "warn", "info", "debug", "trace", "all"]
 
 
 @dataclass(frozen=True)
@@ -25,14 +54,17 @@ class Settings:
     home: Path = field(default_factory=lambda: Path(".lakecep"))
     #: Spark master URL: ``local[N]``, ``spark://host:7077``, ``yarn``, ``k8s://...``.
     spark_master: str = "local[2]"
-    spark_shuffle_partitions: int = 4
+    spark_shuffle_partitions: Positive = 4
     spark_driver_memory: str = "2g"
     #: Extra comma-separated jar paths (set when the Delta jars come from Maven, not Ivy).
     spark_jars: str = ""
+    #: Level of Spark's own (JVM) log lines: ``error`` keeps its warnings out of the way;
+    #: ``warn`` or ``info`` when diagnosing Spark itself (``lakecep --debug`` uses ``warn``).
+    spark_log_level: LogLevel = "error"
     #: Files per micro-batch when the bronze stream reads the landing folder.
-    max_files_per_trigger: int = 1000
+    max_files_per_trigger: Positive = 1000
     #: A landing line longer than this (bytes) is kept in bronze but quarantined.
-    max_line_bytes: int = 65536
+    max_line_bytes: Positive = 65536
     #: Processing-time trigger interval for continuous runs (``lakecep run --continuous``).
     trigger_interval: str = "30 seconds"
     #: Run Great Expectations validations in the quality job.
@@ -42,41 +74,41 @@ class Settings:
     queries_dir: str = ""
     #: Live-archive strategy for every live-archive query (alaa, llaa, ollaa, sllaa, auto);
     #: empty: each query's own ``strategy``.
-    live_archive_strategy: str = ""
+    live_archive_strategy: Strategy = ""
     #: RBuffer: how many of the newest silver events the gold job keeps in memory to
     #: serve recent archive ranges without reading Delta.
-    rbuffer_rows: int = 200_000
+    rbuffer_rows: Positive = 200_000
     #: The optimize job z-orders silver.events once this many files were appended since
     #: its last OPTIMIZE.
-    optimize_min_files: int = 16
+    optimize_min_files: Positive = 16
     #: Target rows per file when the optimize job rewrites silver.events.
-    optimize_file_rows: int = 200_000
+    optimize_file_rows: Positive = 200_000
     #: Live-archive queries keep the live pattern's partial matches in
     #: gold.partial_matches, hashed into this many buckets of join keys (changing it
     #: rebuilds the state from silver history).
-    partial_match_buckets: int = 16
+    partial_match_buckets: Positive = 16
     #: Partition keys per bucket kept in the bucket's in-memory (hot) record; the others
     #: are spilled to their own rows of gold.partial_matches.
-    partial_match_capacity: int = 5000
+    partial_match_capacity: Positive = 5000
     #: Which keys are spilled first: ``tpm`` (oldest in memory) or ``stpm`` (lowest
     #: e.t + Δt_i · p(E_{i+1} | E_i)).
-    partial_match_policy: str = "stpm"
+    partial_match_policy: Literal["tpm", "stpm"] = "stpm"
     #: The statistics job measures the last this many seconds of event time in silver.
-    statistics_window_seconds: int = 86_400
+    statistics_window_seconds: Positive = 86_400
     #: Bin width (seconds) of the per-bin counts behind the Poisson test of arrival rates.
-    statistics_bin_seconds: int = 600
+    statistics_bin_seconds: Positive = 600
     #: Join keys (PARTITION BY values) sampled for selectivities, transitions and costs.
-    statistics_sample_keys: int = 300
+    statistics_sample_keys: Positive = 300
     #: Deadline td (seconds) of queries without a ``tolerated_latency`` of their own.
-    tuning_deadline_seconds: float = 60.0
+    tuning_deadline_seconds: PositiveSeconds = 60.0
     #: Target share σ of events processed within their deadline (formula 10).
-    tuning_sigma: float = 0.95
+    tuning_sigma: Share = 0.95
     #: Processing capacity (events per second) the tuning shares out; 0: measured (one
     #: core at the measured mean engine cost per event).
-    tuning_capacity: float = 0.0
+    tuning_capacity: NonNegative = 0.0
     #: Consumption mode of the gap densities in the disorder model (first, recent,
     #: chronicle, cumulative, continuous).
-    tuning_consumption: str = "first"
+    tuning_consumption: Consumption = "first"
     #: Jobs apply the newest tuned configuration ($LAKECEP_HOME/tuning/config-vN.json).
     tuning_apply: bool = True
 
@@ -116,83 +148,172 @@ class Settings:
         return self.checkpoints / query
 
 
-_ENV_PREFIX = "LAKECEP_"
+ENV_PREFIX = "LAKECEP_"
+#: ``LAKECEP_*`` environment variables that are not settings (read elsewhere).
+OTHER_ENV = frozenset({"CONFIG", "PYTHON_BIN", "IVY_DIR", "JARS_DIR", "VENV", "PYTHON",
+                       "DEMO_EVENTS", "DEBUG"})
 
 
-def _coerce(key: str, value: Any, target: type, source: str) -> Any:
+def setting_names() -> list[str]:
+    return [f.name for f in dataclasses.fields(Settings)]
+
+
+def did_you_mean(key: str, known: list[str] | None = None) -> str:
+    """`` (did you mean 'spark_master'?)`` for a near miss, else ``''``."""
+    close = difflib.get_close_matches(key.lower(), known or setting_names(), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+class _Layer(PydanticBaseSettingsSource):
+    """One source's values, already read (so that errors can say where a value came from)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], values: Mapping[str, Any]) -> None:
+        super().__init__(settings_cls)
+        self.values = dict(values)
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self.values.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self.values)
+
+
+#: The layers of the load in progress, highest precedence first.
+_LAYERS: ContextVar[tuple[dict[str, Any], ...]] = ContextVar("lakecep_settings_layers")
+
+
+class _Loader(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid",
+                                      validate_default=True)
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings],
+                                   *sources: PydanticBaseSettingsSource,
+                                   **named: PydanticBaseSettingsSource,
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return tuple(_Layer(settings_cls, values) for values in _LAYERS.get())
+
+
+def _loader_model() -> type[BaseSettings]:
+    """The pydantic-settings model of :class:`Settings`: same names, types and defaults."""
+    hints = get_type_hints(Settings, include_extras=True)
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(Settings):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        fields[f.name] = (hints[f.name], default)
+    return create_model("SettingsModel", __base__=_Loader, **fields)
+
+
+SettingsModel = _loader_model()
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        if target is bool:
-            if isinstance(value, bool):
-                return value
-            text = str(value).strip().lower()
-            if text in {"1", "true", "yes", "on"}:
-                return True
-            if text in {"0", "false", "no", "off"}:
-                return False
-            raise ValueError("expected true/false")
-        if target is int:
-            if isinstance(value, bool):
-                raise ValueError("expected an integer")
-            number = int(value)
-            if number <= 0:
-                raise ValueError("must be positive")
-            return number
-        if target is float:
-            if isinstance(value, bool):
-                raise ValueError("expected a number")
-            number = float(value)
-            if not number >= 0 or number == float("inf"):
-                raise ValueError("must be a finite number >= 0")
-            return number
-        if target is Path:
-            return Path(str(value)).expanduser()
-        return str(value)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{key} = {value!r} from {source}: {exc}") from None
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    known = setting_names()
+    for key in data:
+        if key not in known:
+            raise ConfigError(f"{path}: unknown key {key!r}{did_you_mean(key)}; known keys: "
+                              f"{', '.join(known)}")
+    return data
 
 
-def load_settings(env: dict[str, str] | None = None) -> Settings:
-    """Build the settings from defaults, the TOML file and the environment."""
+def _read_env(env: Mapping[str, str]) -> dict[str, str]:
+    known = setting_names()
+    values = {}
+    for name, value in env.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        key = name[len(ENV_PREFIX):].lower()
+        if key in known:
+            values[key] = value
+    return values
+
+
+def unknown_environment(env: Mapping[str, str] | None = None) -> list[str]:
+    """``LAKECEP_*`` variables that look like a misspelt setting (for a warning)."""
+    env = os.environ if env is None else env
+    out = []
+    for name in env:
+        key = name[len(ENV_PREFIX):]
+        if (name.startswith(ENV_PREFIX) and key.lower() not in setting_names()
+                and key not in OTHER_ENV and did_you_mean(key)):
+            out.append(f"${name} is not a setting{did_you_mean(key)}")
+    return out
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, str]:
+    """``["key=value", ...]`` from the command line; unknown keys get a "did you mean"."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip().replace("-", "_").lower()
+        if not sep:
+            raise ConfigError(f"--set {pair!r}: expected key=value")
+        if key not in setting_names():
+            raise ConfigError(f"--set {key}: unknown key{did_you_mean(key)}")
+        out[key] = value
+    return out
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """Settings with the source of every value (``lakecep config`` shows them)."""
+
+    settings: Settings
+    sources: dict[str, str]
+    config_file: Path | None
+
+
+def load(env: Mapping[str, str] | None = None,
+         overrides: Mapping[str, Any] | None = None) -> Loaded:
+    """Load and validate the settings: defaults < file < environment < ``overrides``."""
     env = dict(os.environ if env is None else env)
-    types = {f.name: f.type for f in dataclasses.fields(Settings)}
-    pytypes = {"Path": Path, "str": str, "int": int, "float": float, "bool": bool}
-    values: dict[str, Any] = {}
-
-    home = Path(env.get("LAKECEP_HOME", ".lakecep")).expanduser()
+    overrides = dict(overrides or {})
+    env_values = _read_env(env)
+    home = Path(overrides.get("home") or env_values.get("home") or ".lakecep").expanduser()
     config_file = env.get("LAKECEP_CONFIG")
-    path = Path(config_file) if config_file else home / "lakecep.toml"
+    path = Path(config_file).expanduser() if config_file else home / "lakecep.toml"
     if config_file and not path.exists():
         raise ConfigError(f"LAKECEP_CONFIG points to {path}, which does not exist")
-    if path.exists():
-        try:
-            data = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-        for key, value in data.items():
-            if key not in types:
-                known = ", ".join(sorted(types))
-                raise ConfigError(f"{path}: unknown key {key!r} (known keys: {known})")
-            values[key] = _coerce(key, value, pytypes[str(types[key])], str(path))
-    for key, type_name in types.items():
-        env_key = _ENV_PREFIX + key.upper()
-        if env_key in env:
-            values[key] = _coerce(key, env[env_key], pytypes[str(type_name)], f"${env_key}")
-    values.setdefault("home", home)
-    strategy = values.get("live_archive_strategy", "")
-    if strategy not in ("", "alaa", "llaa", "ollaa", "sllaa", "auto"):
-        raise ConfigError(f"live_archive_strategy = {strategy!r}: use alaa, llaa, ollaa, "
-                          "sllaa, auto, or leave empty for each query's own strategy")
-    policy = values.get("partial_match_policy", "stpm")
-    if policy not in ("tpm", "stpm"):
-        raise ConfigError(f"partial_match_policy = {policy!r}: use tpm or stpm")
-    sigma = values.get("tuning_sigma", 0.95)
-    if not 0 < sigma < 1:
-        raise ConfigError(f"tuning_sigma = {sigma!r}: must lie strictly between 0 and 1")
-    if values.get("tuning_deadline_seconds", 60.0) <= 0:
-        raise ConfigError("tuning_deadline_seconds must be positive")
-    modes = ("first", "recent", "chronicle", "cumulative", "continuous")
-    if values.get("tuning_consumption", "first") not in modes:
-        raise ConfigError(f"tuning_consumption = {values['tuning_consumption']!r}: use one "
-                          f"of {', '.join(modes)}")
-    settings = Settings(**values)
-    return dataclasses.replace(settings, home=settings.home.resolve())
+    file_values = _read_toml(path) if path.exists() else {}
+    layers = (overrides, env_values, file_values)
+    labels = {"command line": overrides, "environment": env_values, str(path): file_values}
+    token = _LAYERS.set(layers)
+    try:
+        model = SettingsModel()
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc, labels)) from None
+    finally:
+        _LAYERS.reset(token)
+    values = model.model_dump()
+    values["home"] = Path(values["home"]).expanduser().resolve()
+    sources = {}
+    for key in values:
+        sources[key] = next((f"${ENV_PREFIX}{key.upper()}" if label == "environment" else label
+                             for label, layer in labels.items() if key in layer), "default")
+    return Loaded(Settings(**values), sources, path if path.exists() else None)
+
+
+def _explain(exc: ValidationError, labels: Mapping[str, Mapping[str, Any]]) -> str:
+    """One line per bad value: ``key = value from source: what is wrong``."""
+    lines = []
+    for error in exc.errors():
+        key = str(error["loc"][0]) if error["loc"] else "?"
+        source = next((f"${ENV_PREFIX}{key.upper()}" if label == "environment" else label
+                       for label, layer in labels.items() if key in layer), "default")
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "literal_error":
+            message = "use " + message.removeprefix("Input should be ")
+        message = message.replace("Input should be", "must be")
+        value = error.get("input")
+        lines.append(f"{key} = {value!r} from {source}: {message}")
+    return "; ".join(lines)
+
+
+def load_settings(env: Mapping[str, str] | None = None,
+                  overrides: Mapping[str, Any] | None = None) -> Settings:
+    """Build the settings from defaults, the TOML file, the environment and ``overrides``."""
+    return load(env, overrides).settings

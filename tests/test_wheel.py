@@ -182,8 +182,8 @@ def test_package_data_is_shipped(installed: dict) -> None:
 
 
 def test_console_script_runs(installed: dict) -> None:
-    assert installed["help"].startswith("usage: lakecep")
-    for command in ("generate", "run", "sql", "status"):
+    assert installed["help"].lstrip().startswith("Usage: lakecep")
+    for command in ("generate", "run", "sql", "status", "config"):
         assert command in installed["help"]
 
 
