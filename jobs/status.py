@@ -57,6 +57,23 @@ def count_landed_lines(landing: Path) -> int:
     return total
 
 
+def count_landed(settings: Settings) -> int:
+    """Landed records: the built-in landing's lines, or, when sources are declared, each
+    source's records by ``lakecep.sources.file_records`` (the definition bronze uses)."""
+    from lakecep.sources import count_records, load_sources, sources_dir
+
+    sources = load_sources(sources_dir(settings))
+    if not sources:
+        return count_landed_lines(settings.landing)
+    total = 0
+    for source in sources:
+        landing = source.landing(settings.home)
+        for path in sorted(landing.glob("*")) if landing.is_dir() else []:
+            if path.is_file() and not path.name.startswith((".", "_")):
+                total += count_records(source, path.read_bytes(), settings.max_line_bytes)
+    return total
+
+
 def reason_check(spark, settings: Settings) -> Check:  # noqa: ANN001
     """Reason by reason: each bronze ``parse_status`` other than ``ok`` = the quarantined
     rows with that reason code, and bronze ``ok`` = silver + duplicates + the quarantined
@@ -126,7 +143,7 @@ def compare_with_truth(
 def lake_status(spark, settings: Settings) -> LakeStatus:  # noqa: ANN001
     names = ["bronze.events", "silver.events", "silver.duplicates", "silver.quarantine",
              "gold.complex_events", "gold.quality_results"]
-    counts = {"landing (lines)": count_landed_lines(settings.landing)}
+    counts = {"landing (lines)": count_landed(settings)}
     for name in names:
         table = LakeTable(spark, settings, name)
         counts[name] = table.read().count() if table.exists() else 0
