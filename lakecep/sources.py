@@ -72,6 +72,8 @@ class Source:
     csv_delimiter: str = ","
     csv_quote: str = '"'
     csv_columns: tuple[str, ...] = ()
+    #: preprocessing operators, in order: ``(op, argument)`` (see :func:`_operators`)
+    operators: tuple[tuple[str, str], ...] = ()
     file: str = ""
 
     def landing(self, home: Path) -> Path:
@@ -103,7 +105,8 @@ def load_source(path: Path) -> Source:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise SourceError(f"{where}: not valid TOML: {exc}") from None
-    known = {"name", "format", "path", "strict", "mapping", "fields", "time", "csv"}
+    known = {"name", "format", "path", "strict", "mapping", "fields", "time", "csv",
+             "operators"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise SourceError(f"{where}: unknown key {unknown[0]!r} (known: "
@@ -151,7 +154,8 @@ def load_source(path: Path) -> Source:
         csv_header=bool(csv_opts.get("header", True)),
         csv_delimiter=_str(csv_opts, "delimiter", where, ","),
         csv_quote=_str(csv_opts, "quote", where, '"'),
-        csv_columns=tuple(csv_opts.get("columns", ())), file=where,
+        csv_columns=tuple(csv_opts.get("columns", ())),
+        operators=_operators(data.get("operators", []), tuple(fields), where), file=where,
     )
     if fmt == "csv" and not source.csv_header and not source.csv_columns:
         raise SourceError(f"{where}: csv.header = false needs csv.columns = [...]")
@@ -159,6 +163,40 @@ def load_source(path: Path) -> Source:
         raise SourceError(f"{where}: csv.delimiter and csv.quote must be one character")
     Mapping.of(source)  # compile the expressions now: a bad one fails at start-up
     return source
+
+
+OPERATORS = ("keep_fields", "drop_fields", "fill", "filter")
+
+
+def _operators(items: Any, fields: tuple[str, ...], where: str) -> tuple[tuple[str, str], ...]:
+    """``[[operators]]`` entries -> ``(op, argument)``: ``keep_fields``/``drop_fields``
+    (argument: the field names joined by ``,``), ``fill`` (``field=expression``),
+    ``filter`` (the predicate)."""
+    if not isinstance(items, list):
+        raise SourceError(f"{where}: operators must be an array of tables ([[operators]])")
+    out = []
+    for k, item in enumerate(items, 1):
+        at = f"{where}: operators[{k}]"
+        op = item.get("op") if isinstance(item, dict) else None
+        if op not in OPERATORS:
+            raise SourceError(f"{at}: op {op!r}: use one of {', '.join(OPERATORS)}")
+        if op in ("keep_fields", "drop_fields"):
+            names = item.get("fields")
+            if not isinstance(names, list) or not all(n in fields for n in names):
+                raise SourceError(f"{at}: {op} needs fields = [...] naming declared [fields]")
+            out.append((op, ",".join(names)))
+        elif op == "fill":
+            name, value = item.get("field"), item.get("value")
+            if name not in fields or not isinstance(value, str) or not value.strip():
+                raise SourceError(f"{at}: fill needs field = <a declared field> and value = "
+                                  "<expression>")
+            out.append((op, f"{name}={value}"))
+        else:
+            predicate = item.get("where")
+            if not isinstance(predicate, str) or not predicate.strip():
+                raise SourceError(f"{at}: filter needs where = <predicate>")
+            out.append((op, predicate))
+    return tuple(out)
 
 
 def sources_dir(settings: Any) -> Path:
@@ -422,6 +460,8 @@ class Mapping:
     #: contract field -> (expression text, compiled row function, plain column name or None)
     exprs: dict[str, tuple[str, Any, str | None]] = field(default_factory=dict)
     columns: tuple[str, ...] = ()
+    #: compiled operators: (op, argument text, field or None, compiled expression or None)
+    steps: tuple[tuple[str, str, Any, Any], ...] = ()
 
     @classmethod
     def of(cls, source: Source) -> Mapping:
@@ -433,6 +473,21 @@ class Mapping:
         columns = (*(n for n, _ in source.fields), RAW_HASH)
         scope = Scope(columns, {}, "MEASURES")
         exprs = {}
+        steps = []
+        for k, (op, argument) in enumerate(source.operators, 1):
+            if op in ("keep_fields", "drop_fields"):
+                steps.append((op, argument, frozenset(argument.split(",")), None))
+                continue
+            name, text = argument.split("=", 1) if op == "fill" else (None, argument)
+            try:
+                tree = parse_expression(text)
+                for node in walk(tree):
+                    if isinstance(node, ast.Call) and node.name in _FORBIDDEN_CALLS:
+                        raise QueryError(f"{node.name}(...) is not allowed here", *node.pos)
+                steps.append((op, text, name, ExprCompiler(scope).compile(tree)))
+            except QueryError as exc:
+                raise SourceError(f"{source.file}: operators[{k}] ({op}) {text!r}: {exc}"
+                                  ) from None
         for target, text in source.mapping:
             try:
                 tree = parse_expression(text)
@@ -453,7 +508,7 @@ class Mapping:
         if "event_id" not in exprs:
             exprs["event_id"] = (RAW_HASH, ExprCompiler(scope).compile(
                 parse_expression(RAW_HASH)), RAW_HASH)
-        return cls(source, exprs, columns)
+        return cls(source, exprs, columns, tuple(steps))
 
 
 _MAPPINGS: dict[Source, Mapping] = {}
@@ -512,6 +567,11 @@ def map_record(source: Source, raw: str) -> tuple[Any, ...] | str:
     cols = {k: [v] for k, v in typed.items()}
     state = MatchState(cols, ())
     state.hi, state.rows, state.upto = 1, [0], 1
+    dropped: set[str] = set()
+    if mapping.steps and not problems:
+        outcome = _apply_operators(mapping.steps, cols, state, typed, unknown, dropped)
+        if outcome is not None:
+            return outcome
     out: dict[str, Any] = {}
     for target in MAPPED_FIELDS:
         if target not in mapping.exprs:
@@ -550,10 +610,12 @@ def map_record(source: Source, raw: str) -> tuple[Any, ...] | str:
     attributes = {}
     kept = source.attribute_types()
     for name in kept:
-        if typed.get(name) is not None:
+        if typed.get(name) is not None and name not in dropped:
             attributes[name] = _attr_text(typed[name])
     if not source.strict:
         for name in unknown:
+            if name in dropped:
+                continue
             value = record[name]
             if value is None:
                 continue
@@ -568,6 +630,50 @@ def map_record(source: Source, raw: str) -> tuple[Any, ...] | str:
         return "; ".join(problems)
     return (out["event_id"], out["object_id"], out["event_type"], out["source_id"],
             out["event_time"], out["time_lower"], out["time_upper"], None, attributes or None)
+
+
+FILTERED = "filtered"
+
+
+def _apply_operators(steps: Sequence[tuple[str, str, Any, Any]], cols: dict[str, list[Any]],  # noqa: PLR0913
+                     state: Any, typed: dict[str, Any], unknown: list[str],
+                     dropped: set[str]) -> str | None:
+    """Run the preprocessing operators in order on one typed record (in place).
+
+    - ``keep_fields``: every declared or unknown field not listed becomes NULL and is not
+      kept as an attribute; ``drop_fields``: the listed ones do;
+    - ``fill``: a NULL field takes the expression's value (a default or derived from other
+      fields), converted to the field's type by the expression's own result;
+    - ``filter``: a record whose predicate is not TRUE is dropped: the result is the reason
+      ``filtered: <predicate>`` (silver keeps it in quarantine, counted as filtered).
+
+    Operators see one record at a time and keep no state, so a batch and any split of it
+    into micro-batches give the same output. Returns None, or the ``filtered`` reason."""
+    for op, text, argument, fn in steps:
+        if op in ("keep_fields", "drop_fields"):
+            names = [n for n in (*typed, *unknown) if n != RAW_HASH]
+            for name in names:
+                if (name in argument) == (op == "drop_fields"):
+                    dropped.add(name)
+                    if name in cols:
+                        cols[name][0] = None
+                        typed[name] = None
+        elif op == "fill":
+            if cols[argument][0] is None:
+                try:
+                    value = fn(state)
+                except Exception as exc:  # noqa: BLE001
+                    return f"invalid_value: {argument}: fill {text} failed: {exc}"
+                cols[argument][0] = typed[argument] = value
+                dropped.discard(argument)
+        else:
+            try:
+                keep = fn(state)
+            except Exception as exc:  # noqa: BLE001
+                return f"invalid_value: filter {text} failed: {exc}"
+            if keep is not True:
+                return f"{FILTERED}: {text}"
+    return None
 
 
 def map_frame(source: Source, raw: Sequence[str | None]) -> list[tuple[Any, ...] | str]:
