@@ -462,6 +462,10 @@ class Mapping:
     columns: tuple[str, ...] = ()
     #: compiled operators: (op, argument text, field or None, compiled expression or None)
     steps: tuple[tuple[str, str, Any, Any], ...] = ()
+    #: per-source constants, computed once: field types, kept attribute types, time parser
+    types: dict[str, str] = field(default_factory=dict)
+    kept: dict[str, str] = field(default_factory=dict)
+    time: Any = None
 
     @classmethod
     def of(cls, source: Source) -> Mapping:
@@ -508,17 +512,19 @@ class Mapping:
         if "event_id" not in exprs:
             exprs["event_id"] = (RAW_HASH, ExprCompiler(scope).compile(
                 parse_expression(RAW_HASH)), RAW_HASH)
-        return cls(source, exprs, columns, tuple(steps))
+        return cls(source, exprs, columns, tuple(steps), source.field_types(),
+                   source.attribute_types(), time_parser(source.time_format, source.timezone))
 
 
-_MAPPINGS: dict[Source, Mapping] = {}
+_MAPPINGS: dict[int, tuple[Source, Mapping]] = {}
 
 
 def mapping_of(source: Source) -> Mapping:
-    found = _MAPPINGS.get(source)
-    if found is None:
-        found = _MAPPINGS[source] = Mapping.of(source)
-    return found
+    """The compiled mapping of ``source`` (cached per source object)."""
+    found = _MAPPINGS.get(id(source))
+    if found is None or found[0] is not source:
+        found = _MAPPINGS[id(source)] = (source, Mapping.of(source))
+    return found[1]
 
 
 def _attr_text(value: Any) -> str:
@@ -548,8 +554,7 @@ def map_record(source: Source, raw: str) -> tuple[Any, ...] | str:
     if not isinstance(record, dict):
         return f"not_an_object: got {type(record).__name__}"
     problems: list[str] = []
-    types = source.field_types()
-    time = time_parser(source.time_format, source.timezone)
+    types, time = mapping.types, mapping.time
     typed: dict[str, Any] = {}
     for name, kind in source.fields:
         value = record.get(name)
@@ -608,8 +613,7 @@ def map_record(source: Source, raw: str) -> tuple[Any, ...] | str:
     elif lower is not None and at is not None and not lower <= at <= upper:
         problems.append("invalid_value: event_time outside [time_lower, time_upper]")
     attributes = {}
-    kept = source.attribute_types()
-    for name in kept:
+    for name in mapping.kept:
         if typed.get(name) is not None and name not in dropped:
             attributes[name] = _attr_text(typed[name])
     if not source.strict:
