@@ -692,10 +692,12 @@ def source_of_file(sources: Sequence[Source], home: Path, file_path: str) -> Sou
 
     parsed = urlparse(file_path)
     path = Path(unquote(parsed.path) if parsed.scheme else file_path)
+    paths = {path, path.resolve()}
     for source in sources:
-        landing = source.landing(home).resolve()
-        if path.parent == landing or landing in path.parents:
-            return source
+        landing = source.landing(home)
+        for folder in {landing, landing.resolve()}:
+            if any(p.parent == folder or folder in p.parents for p in paths):
+                return source
     return None
 
 
