@@ -7,6 +7,11 @@ and unparseable lines are kept with their ``parse_status``, which is the line-le
 ``lakecep.events.parse_line`` (silver quarantines exactly these rows with the same reason).
 The Delta sink is exactly-once across restarts (checkpoint + transaction ids).
 Limits: one landing file must be smaller than 1 GiB (it is read as one value).
+
+Sources declared in configuration (``lakecep.sources``, docs/sources.md) each get their own
+stream (checkpoint ``bronze_<name>``) over their landing folder; their files are cut into
+records by ``lakecep.sources.file_records`` (JSON lines, CSV records, Parquet rows). Without
+source files the built-in RFID source reads ``landing/events`` exactly as before.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from .tables import LakeTable
 QUERY = "bronze_events"
 #: parse_status values (expectations/bronze.events.json checks this set): ``ok`` or the
 #: line-level reason code of ``lakecep.events.parse_line`` (``LINE_CODES``).
-PARSE_STATUSES = ("ok", "invalid_utf8", "empty_line", "oversized", "malformed_json")
+PARSE_STATUSES = ("ok", "invalid_utf8", "empty_line", "oversized", "malformed_json",
+                  "malformed_csv", "unreadable_file")
 #: bronze columns computed from the file bytes (``ingest_time`` is added by Spark).
 LINES_DDL = (
     "raw STRING, source_file STRING, line_no BIGINT, byte_length INT, "
@@ -64,7 +70,36 @@ def split_files(max_line_bytes: int):  # noqa: ANN201
     return split
 
 
-def bronze_frame(raw_files, max_line_bytes: int):  # noqa: ANN001, ANN201 - DataFrames
+def split_source_files(source, max_line_bytes: int):  # noqa: ANN001, ANN201
+    """mapInPandas function: whole files of a declared source -> bronze rows (the records
+    of ``lakecep.sources.file_records``)."""
+    from collections.abc import Iterator
+
+    import numpy as np
+    import pandas as pd
+
+    from lakecep.sources import file_records
+
+    def split(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for frame in frames:
+            for content, path in zip(frame["content"], frame["file_path"], strict=True):
+                records = list(file_records(source, bytes(content), max_line_bytes))
+                for start in range(0, len(records), LINES_PER_BATCH):
+                    chunk = records[start:start + LINES_PER_BATCH]
+                    raw, size, status, error = zip(*chunk, strict=True)
+                    yield pd.DataFrame({
+                        "raw": pd.Series(raw, dtype=object),
+                        "source_file": path,
+                        "line_no": np.arange(start + 1, start + len(chunk) + 1, dtype=np.int64),
+                        "byte_length": np.asarray(size, dtype=np.int32),
+                        "parse_status": pd.Series(status, dtype=object),
+                        "parse_error": pd.Series(error, dtype=object),
+                    })
+
+    return split
+
+
+def bronze_frame(raw_files, max_line_bytes: int, source=None):  # noqa: ANN001, ANN201
     """Turn a DataFrame of whole files (``value``, ``file_path``) into bronze rows.
 
     ``value`` comes from Spark's ``text`` source with ``wholetext``: it holds the file's
@@ -73,9 +108,11 @@ def bronze_frame(raw_files, max_line_bytes: int):  # noqa: ANN001, ANN201 - Data
     """
     from pyspark.sql import functions as F
 
+    split = (split_files(max_line_bytes) if source is None
+             else split_source_files(source, max_line_bytes))
     lines = raw_files.select(
         F.col("value").cast("binary").alias("content"), "file_path"
-    ).mapInPandas(split_files(max_line_bytes), LINES_DDL)
+    ).mapInPandas(split, LINES_DDL)
     return lines.select(
         "raw",
         "source_file",
@@ -90,15 +127,40 @@ def bronze_frame(raw_files, max_line_bytes: int):  # noqa: ANN001, ANN201 - Data
 def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
         continuous: bool = False) -> StreamRun:
     del run_id  # a stream: its checkpoint, not a run id, says what was processed
+    from lakecep.sources import load_sources, sources_dir
+
     bronze = LakeTable(spark, settings, "bronze.events").ensure()
-    settings.landing.mkdir(parents=True, exist_ok=True)
+    sources = load_sources(sources_dir(settings))
+    if not sources:
+        return _run_one(spark, settings, bronze, settings.landing, None, QUERY, continuous)
+    if continuous and len(sources) > 1:
+        raise ValueError(f"lakecep run --continuous runs one bronze stream per process; "
+                         f"{len(sources)} sources are declared in {sources_dir(settings)} "
+                         "(run them with availableNow, e.g. from the DAG)")
+    runs = [_run_one(spark, settings, bronze, s.landing(settings.home), s, f"bronze_{s.name}",
+                     continuous) for s in sources]
+    return runs[-1] if len(runs) == 1 else _combined(runs)
+
+
+def _combined(runs: list[StreamRun]) -> StreamRun:
+    import dataclasses
+
+    total = runs[-1]
+    sums = {f.name: sum(getattr(r, f.name) for r in runs) for f in dataclasses.fields(total)
+            if f.type in ("int", "float", int, float)}
+    return dataclasses.replace(total, name="+".join(r.name for r in runs), **sums)
+
+
+def _run_one(spark, settings: Settings, bronze: LakeTable, landing, source,  # noqa: ANN001, PLR0913
+             query: str, continuous: bool) -> StreamRun:
+    landing.mkdir(parents=True, exist_ok=True)
     files = (
         spark.readStream.format("text")
         .option("wholetext", "true")
         .option("maxFilesPerTrigger", settings.max_files_per_trigger)
-        .load(str(settings.landing))
+        .load(str(landing))
         .selectExpr("value", "_metadata.file_path AS file_path")
     )
-    frame = bronze_frame(files, settings.max_line_bytes)
+    frame = bronze_frame(files, settings.max_line_bytes, source)
     writer = frame.writeStream.format("delta").outputMode("append").option("path", bronze.path)
-    return run_stream(writer, settings, QUERY, continuous=continuous, input_unit="files")
+    return run_stream(writer, settings, query, continuous=continuous, input_unit="files")

@@ -29,6 +29,7 @@ from lakecep.queries import (
     UncertainQuery,
     load_queries,
 )
+from lakecep.sources import load_sources, sources_dir, with_source_attributes
 from lakecep.tuning import load_latest, pool_name
 
 from .archive import RecentBuffer
@@ -156,6 +157,7 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
     silver = LakeTable(spark, settings, "silver.events").ensure()
     LakeTable(spark, settings, "gold.complex_events").ensure()
     queries = list(queries or load_queries(settings.queries_dir))
+    queries = with_source_attributes(queries, load_sources(sources_dir(settings)))
     for query in queries:  # fail fast on a bad query, before any data moves
         if isinstance(query, AcquisitionQuery):
             query.parsed()

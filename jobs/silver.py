@@ -9,6 +9,9 @@ Every bronze row ends in exactly one place:
   and ``parse_error`` as the detail: both layers use ``lakecep.events`` to judge a line).
 
 So ``|bronze| = |silver| + |duplicates| + |quarantine|`` (``lakecep status`` checks it).
+Rows of a declared source (``lakecep.sources``; known by the landing folder of their
+``source_file``) are mapped onto the contract by the source's mapping
+(``lakecep.sources.map_record``); a rejected one names every failing field.
 Every write is idempotent per micro-batch (Delta ``txnAppId``/``txnVersion``), and a row
 already in silver from an earlier attempt of the same batch is recognised by its
 ``(source_file, line_no)``, so a replay after a crash neither loses nor duplicates rows.
@@ -38,9 +41,39 @@ PARSED_DDL = (
 )
 
 
-def parse_batches(max_line_bytes: int):  # noqa: ANN201
-    """mapInPandas function: bronze rows -> parsed rows (``ok``/``reason`` + typed columns)."""
+def parse_batches(max_line_bytes: int, sources=(), home=None):  # noqa: ANN001, ANN201
+    """mapInPandas function: bronze rows -> parsed rows (``ok``/``reason`` + typed columns).
+
+    ``sources``: the declared sources; their rows are mapped by ``lakecep.sources``, the
+    others parsed against the RFID contract by ``lakecep.events.parse_frame``."""
     from lakecep.events import parse_frame
+
+    def parse_any(raw: pd.Series, files: pd.Series) -> pd.DataFrame:
+        if not sources:
+            return parse_frame(raw, max_line_bytes)
+        from lakecep.sources import map_record, source_of_file
+
+        owner = {f: source_of_file(sources, home, f) for f in files.unique()}
+        by_row = files.map(owner)
+        rfid = by_row.isna().to_numpy()
+        out = parse_frame(raw.where(rfid, None), max_line_bytes)
+        if rfid.all():
+            return out
+        out = out.astype({c: object for c in EVENT_COLUMNS if c not in
+                          ("event_time", "time_lower", "time_upper")})
+        for i in (~rfid).nonzero()[0]:
+            line = raw.iloc[i]
+            result = map_record(by_row.iloc[i], line) if line else "empty_line"
+            label = out.index[i]
+            if isinstance(result, str):
+                out.at[label, "ok"], out.at[label, "reason"] = False, result
+                continue
+            out.at[label, "ok"], out.at[label, "reason"] = True, None
+            for column, value in zip(EVENT_COLUMNS, result, strict=True):
+                out.at[label, column] = (pd.Timestamp(value) if column in
+                                         ("event_time", "time_lower", "time_upper") and
+                                         value is not None else value)
+        return out
 
     def parse(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for frame in frames:
@@ -49,7 +82,7 @@ def parse_batches(max_line_bytes: int):  # noqa: ANN201
             # (for invalid_utf8 rows, raw is not the landed bytes and must not be parsed).
             judged = (frame["parse_status"] != "ok").to_numpy()
             raw = frame["raw"].where(~judged, None) if judged.any() else frame["raw"]
-            parsed = parse_frame(raw, max_line_bytes)
+            parsed = parse_any(raw, frame["source_file"])
             out = parsed[["ok", "reason", *EVENT_COLUMNS]].reset_index(drop=True)
             if judged.any():
                 status = frame["parse_status"].to_numpy(dtype=object)
@@ -74,7 +107,11 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
     quarantine = LakeTable(spark, settings, "silver.quarantine").ensure()
     duplicates = LakeTable(spark, settings, "silver.duplicates").ensure()
 
-    parsed = batch.mapInPandas(parse_batches(settings.max_line_bytes), PARSED_DDL).persist()
+    from lakecep.sources import load_sources, sources_dir
+
+    sources = load_sources(sources_dir(settings))
+    parsed = batch.mapInPandas(parse_batches(settings.max_line_bytes, sources, settings.home),
+                               PARSED_DDL).persist()
     try:
         bad = parsed.where(~F.col("ok")).select(
             "raw", "source_file", "line_no", "ingest_time", "reason",

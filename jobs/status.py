@@ -1,8 +1,10 @@
 """Counts, reconciliation and gold-vs-ground-truth: what ``lakecep status`` prints.
 
 Reconciliation (nothing is lost): landed lines = bronze rows (one definition of a line,
-``lakecep.events.landing_lines``), bronze rows = silver events + duplicates + quarantined
-rows, and reason by reason: bronze rows with ``parse_status`` s != ``ok`` = quarantined rows
+``lakecep.events.landing_lines``; records of ``lakecep.sources.file_records`` for declared
+sources), bronze rows = silver events + duplicates + quarantined rows + filtered rows (a
+source's ``filter`` operator; kept in silver.quarantine with the code ``filtered``, shown
+apart), and reason by reason: bronze rows with ``parse_status`` s != ``ok`` = quarantined rows
 with reason code s, bronze ``ok`` rows = silver + duplicates + the other quarantined rows.
 """
 
@@ -57,6 +59,23 @@ def count_landed_lines(landing: Path) -> int:
     return total
 
 
+def count_landed(settings: Settings) -> int:
+    """Landed records: the built-in landing's lines, or, when sources are declared, each
+    source's records by ``lakecep.sources.file_records`` (the definition bronze uses)."""
+    from lakecep.sources import count_records, load_sources, sources_dir
+
+    sources = load_sources(sources_dir(settings))
+    if not sources:
+        return count_landed_lines(settings.landing)
+    total = 0
+    for source in sources:
+        landing = source.landing(settings.home)
+        for path in sorted(landing.glob("*")) if landing.is_dir() else []:
+            if path.is_file() and not path.name.startswith((".", "_")):
+                total += count_records(source, path.read_bytes(), settings.max_line_bytes)
+    return total
+
+
 def reason_check(spark, settings: Settings) -> Check:  # noqa: ANN001
     """Reason by reason: each bronze ``parse_status`` other than ``ok`` = the quarantined
     rows with that reason code, and bronze ``ok`` = silver + duplicates + the quarantined
@@ -75,7 +94,10 @@ def reason_check(spark, settings: Settings) -> Check:  # noqa: ANN001
     quarantine = counts("silver.quarantine", F.split(F.col("reason"), ":", 2)[0])
     kept = sum(counts(name, F.lit("all")).get("all", 0)
                for name in ("silver.events", "silver.duplicates"))
-    event_level = sum(n for code, n in quarantine.items() if code not in LINE_CODES)
+    from .bronze import PARSE_STATUSES
+
+    record_level = {*LINE_CODES, *PARSE_STATUSES} - {"ok"}  # judged by bronze
+    event_level = sum(n for code, n in quarantine.items() if code not in record_level)
     parts, ok = [], True
     for code in ("ok", *LINE_CODES, *sorted(set(bronze) - {"ok", *LINE_CODES})):
         have = bronze.get(code, 0)
@@ -123,10 +145,19 @@ def compare_with_truth(
     return checks
 
 
+def filtered_rows(spark, settings: Settings) -> int:  # noqa: ANN001
+    """Rows a source's ``filter`` operator dropped (kept in silver.quarantine with the
+    reason code ``filtered``: never lost silently)."""
+    table = LakeTable(spark, settings, "silver.quarantine")
+    if not table.exists():
+        return 0
+    return table.read().where("reason LIKE 'filtered:%'").count()
+
+
 def lake_status(spark, settings: Settings) -> LakeStatus:  # noqa: ANN001
     names = ["bronze.events", "silver.events", "silver.duplicates", "silver.quarantine",
              "gold.complex_events", "gold.quality_results"]
-    counts = {"landing (lines)": count_landed_lines(settings.landing)}
+    counts = {"landing (lines)": count_landed(settings)}
     for name in names:
         table = LakeTable(spark, settings, name)
         counts[name] = table.read().count() if table.exists() else 0
@@ -135,9 +166,12 @@ def lake_status(spark, settings: Settings) -> LakeStatus:  # noqa: ANN001
     status.checks.append(Check("landed = bronze", counts["landing (lines)"] == bronze,
                                f"{counts['landing (lines)']:,} landed, {bronze:,} in bronze"))
     split = counts["silver.events"] + counts["silver.duplicates"] + counts["silver.quarantine"]
+    filtered = filtered_rows(spark, settings)
+    # (the filtered rows are part of silver.quarantine; the detail shows them apart)
     status.checks.append(Check("bronze = silver + duplicates + quarantine", bronze == split,
                                f"{bronze:,} = {counts['silver.events']:,} + "
-                               f"{counts['silver.duplicates']:,} + {counts['silver.quarantine']:,}"
+                               f"{counts['silver.duplicates']:,} + "
+                               f"{counts['silver.quarantine'] - filtered:,} + {filtered:,}"
                                f" ({split:,})"))
     status.checks.append(reason_check(spark, settings))
     truth_file = settings.truth_dir / "truth.json"

@@ -72,6 +72,9 @@ class Settings:
     #: Folder of query definitions (``*.toml``) the gold job runs; empty: the shipped
     #: ``queries/`` folder.
     queries_dir: str = ""
+    #: Folder of source definitions (``*.toml``, one per source; docs/sources.md); empty:
+    #: ``$LAKECEP_HOME/sources``. Without source files the built-in RFID source is used.
+    sources_dir: str = ""
     #: Live-archive strategy for every live-archive query (alaa, llaa, ollaa, sllaa, auto);
     #: empty: each query's own ``strategy``.
     live_archive_strategy: Strategy = ""

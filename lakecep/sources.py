@@ -1,0 +1,717 @@
+"""Bring your own events: sources declared in configuration, one TOML file per source.
+
+A source file (``$LAKECEP_HOME/sources/<name>.toml``, or ``sources_dir``) says where a
+source's files land, their format (``jsonl``, ``csv``, ``parquet``), the types of its fields
+and how they map onto the event contract (``schemas/events.json``). See docs/sources.md.
+
+Pure parts live here (no Spark): cutting a landed file into records
+(:func:`file_records`), the mapping of one record to a silver row (:class:`Mapping`,
+:func:`map_frame`) and type inference (:func:`infer_type`). Bronze and silver call them
+inside ``mapInPandas``; ``lakecep status`` counts landed records with the same function.
+
+Mapping expressions are cep_core expressions (the language of DEFINE/MEASURES, without
+navigation or aggregates), evaluated row by row by cep_core's own expression compiler over
+the record's typed fields: a constant (``'card'``), a field (``card``), a concatenation
+(``'c-' || card``), ``CASE WHEN amount > 500 THEN 'big' ELSE 'small' END``. The column
+``_raw_hash`` holds the deterministic id of the raw record (sha256 of source name and raw
+text, 32 hex digits); it is the ``event_id`` when the mapping gives none.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import re
+import tomllib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+FORMATS = ("jsonl", "csv", "parquet")
+#: Field and attribute types (Spark SQL type names).
+FIELD_TYPES = ("string", "bigint", "double", "boolean", "timestamp")
+#: Contract fields a mapping may set (``event_id`` defaults to ``_raw_hash``).
+MAPPED_FIELDS = ("event_id", "object_id", "event_type", "source_id", "event_time",
+                 "time_lower", "time_upper")
+REQUIRED = ("event_id", "object_id", "event_type", "source_id", "event_time")
+TIME_FIELDS = ("event_time", "time_lower", "time_upper")
+#: bronze ``parse_status`` codes added by non-JSON formats.
+MALFORMED_CSV = "malformed_csv"
+UNREADABLE_FILE = "unreadable_file"
+RAW_HASH = "_raw_hash"
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_MAX_STR = 256
+_MAX_ATTRS = 64
+
+
+class SourceError(ValueError):
+    """A source file is invalid (the message names the file and the key)."""
+
+
+# ----------------------------------------------------------------------------- config
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    format: str
+    #: landing folder: absolute, or relative to ``$LAKECEP_HOME``
+    path: str
+    mapping: tuple[tuple[str, str], ...]
+    fields: tuple[tuple[str, str], ...] = ()
+    strict: bool = False
+    time_format: str = "iso"
+    timezone: str = "UTC"
+    csv_header: bool = True
+    csv_delimiter: str = ","
+    csv_quote: str = '"'
+    csv_columns: tuple[str, ...] = ()
+    #: preprocessing operators, in order: ``(op, argument)`` (see :func:`_operators`)
+    operators: tuple[tuple[str, str], ...] = ()
+    file: str = ""
+
+    def landing(self, home: Path) -> Path:
+        path = Path(self.path).expanduser()
+        return path if path.is_absolute() else home / path
+
+    def field_types(self) -> dict[str, str]:
+        return dict(self.fields)
+
+    def attribute_types(self) -> dict[str, str]:
+        """The contract of this source's attributes: every declared field that is not
+        mapped as a whole onto a contract field, with its type (undeclared fields that a
+        non-strict source keeps are strings)."""
+        direct = {expr.strip() for _, expr in self.mapping}
+        return {n: t for n, t in self.fields if n not in direct}
+
+
+def _str(data: dict, key: str, where: str, default: str | None = None) -> str:
+    value = data.get(key, default)
+    if not isinstance(value, str) or (default is None and not value):
+        raise SourceError(f"{where}: {key!r} must be a non-empty string")
+    return value
+
+
+def load_source(path: Path) -> Source:
+    """Read and check one source file."""
+    where = str(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise SourceError(f"{where}: not valid TOML: {exc}") from None
+    known = {"name", "format", "path", "strict", "mapping", "fields", "time", "csv",
+             "operators"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise SourceError(f"{where}: unknown key {unknown[0]!r} (known: "
+                          f"{', '.join(sorted(known))})")
+    name = _str(data, "name", where, path.stem)
+    if not _NAME.match(name) or name == "events":
+        raise SourceError(f"{where}: source name {name!r} must be an identifier other than "
+                          "'events' (the built-in RFID source)")
+    fmt = _str(data, "format", where)
+    if fmt not in FORMATS:
+        raise SourceError(f"{where}: format {fmt!r}: use one of {', '.join(FORMATS)} "
+                          "(kafka and s3a landing are not supported yet)")
+    fields = data.get("fields", {})
+    if not isinstance(fields, dict):
+        raise SourceError(f"{where}: [fields] must be a table of name = \"type\"")
+    for fname, kind in fields.items():
+        if kind not in FIELD_TYPES:
+            raise SourceError(f"{where}: fields.{fname} has type {kind!r}; use one of "
+                              f"{', '.join(FIELD_TYPES)}")
+    mapping = data.get("mapping", {})
+    if not isinstance(mapping, dict):
+        raise SourceError(f"{where}: [mapping] must be a table of contract field = expression")
+    for key, expr in mapping.items():
+        if key not in MAPPED_FIELDS:
+            raise SourceError(f"{where}: mapping.{key}: not a contract field; use "
+                              f"{', '.join(MAPPED_FIELDS)}")
+        if not isinstance(expr, str) or not expr.strip():
+            raise SourceError(f"{where}: mapping.{key} must be a non-empty expression string")
+    missing = [f for f in REQUIRED if f != "event_id" and f not in mapping]
+    if missing:
+        raise SourceError(f"{where}: [mapping] lacks {', '.join(missing)} (event_id may be "
+                          "left out: then it is the hash of the raw record)")
+    time = data.get("time", {})
+    csv_opts = data.get("csv", {})
+    timezone = _str(time, "timezone", where, "UTC")
+    try:
+        ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise SourceError(f"{where}: time.timezone {timezone!r} is not a known time zone") from None
+    source = Source(
+        name=name, format=fmt, path=_str(data, "path", where, f"landing/{name}"),
+        mapping=tuple(mapping.items()), fields=tuple(fields.items()),
+        strict=bool(data.get("strict", False)),
+        time_format=_str(time, "format", where, "iso"), timezone=timezone,
+        csv_header=bool(csv_opts.get("header", True)),
+        csv_delimiter=_str(csv_opts, "delimiter", where, ","),
+        csv_quote=_str(csv_opts, "quote", where, '"'),
+        csv_columns=tuple(csv_opts.get("columns", ())),
+        operators=_operators(data.get("operators", []), tuple(fields), where), file=where,
+    )
+    if fmt == "csv" and not source.csv_header and not source.csv_columns:
+        raise SourceError(f"{where}: csv.header = false needs csv.columns = [...]")
+    if len(source.csv_delimiter) != 1 or len(source.csv_quote) != 1:
+        raise SourceError(f"{where}: csv.delimiter and csv.quote must be one character")
+    Mapping.of(source)  # compile the expressions now: a bad one fails at start-up
+    return source
+
+
+OPERATORS = ("keep_fields", "drop_fields", "fill", "filter")
+
+
+def _operators(items: Any, fields: tuple[str, ...], where: str) -> tuple[tuple[str, str], ...]:
+    """``[[operators]]`` entries -> ``(op, argument)``: ``keep_fields``/``drop_fields``
+    (argument: the field names joined by ``,``), ``fill`` (``field=expression``),
+    ``filter`` (the predicate)."""
+    if not isinstance(items, list):
+        raise SourceError(f"{where}: operators must be an array of tables ([[operators]])")
+    out = []
+    for k, item in enumerate(items, 1):
+        at = f"{where}: operators[{k}]"
+        op = item.get("op") if isinstance(item, dict) else None
+        if op not in OPERATORS:
+            raise SourceError(f"{at}: op {op!r}: use one of {', '.join(OPERATORS)}")
+        if op in ("keep_fields", "drop_fields"):
+            names = item.get("fields")
+            if not isinstance(names, list) or not all(n in fields for n in names):
+                raise SourceError(f"{at}: {op} needs fields = [...] naming declared [fields]")
+            out.append((op, ",".join(names)))
+        elif op == "fill":
+            name, value = item.get("field"), item.get("value")
+            if name not in fields or not isinstance(value, str) or not value.strip():
+                raise SourceError(f"{at}: fill needs field = <a declared field> and value = "
+                                  "<expression>")
+            out.append((op, f"{name}={value}"))
+        else:
+            predicate = item.get("where")
+            if not isinstance(predicate, str) or not predicate.strip():
+                raise SourceError(f"{at}: filter needs where = <predicate>")
+            out.append((op, predicate))
+    return tuple(out)
+
+
+def sources_dir(settings: Any) -> Path:
+    configured = getattr(settings, "sources_dir", "")
+    return Path(configured) if configured else settings.home / "sources"
+
+
+def load_sources(directory: Path) -> list[Source]:
+    """Every ``*.toml`` source in ``directory`` (none if it does not exist), by name."""
+    if not directory.is_dir():
+        return []
+    sources = [load_source(p) for p in sorted(directory.glob("*.toml"))]
+    names = [s.name for s in sources]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise SourceError(f"{directory}: duplicate source names {dupes}")
+    return sorted(sources, key=lambda s: s.name)
+
+
+def attribute_types(sources: Sequence[Source]) -> dict[str, str]:
+    """The typed attributes of all sources (one type per name across sources)."""
+    out: dict[str, str] = {}
+    for source in sources:
+        for name, kind in source.attribute_types().items():
+            if out.setdefault(name, kind) != kind:
+                raise SourceError(f"attribute {name!r} is {out[name]} in one source and {kind} "
+                                  f"in {source.file}: give it one type")
+    return out
+
+
+# ----------------------------------------------------------------------------- records
+
+
+def raw_hash(source: str, raw: str) -> str:
+    """The deterministic id of a raw record."""
+    return hashlib.sha256(f"{source}\n{raw}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def file_records(source: Source, data: bytes,
+                 max_line_bytes: int) -> Iterator[tuple[str, int, str, str | None]]:
+    """The records of one landed file: ``(raw, byte_length, parse_status, parse_error)``.
+
+    - ``jsonl``: the lines of ``lakecep.events.landing_lines``, judged by ``judge_line``
+      (the RFID source's definition; event-level problems are silver's);
+    - ``csv``: the records of Python's csv reader with the source's dialect (quoted
+      fields may hold delimiters and newlines); the header is not a record. ``raw`` is the
+      record as a JSON object of strings; a record whose field count differs from the
+      header is ``malformed_csv``, an empty one ``empty_line``;
+    - ``parquet``: the rows, ``raw`` a JSON object (numbers stay numbers); a file that
+      cannot be read is one ``unreadable_file`` record.
+    """
+    from lakecep.events import UTF8_BOM, judge_line, landing_lines
+
+    if source.format == "jsonl":
+        for line in landing_lines(data):
+            raw, size, status, error = judge_line(line, max_line_bytes)
+            yield raw, size, status, error
+        return
+    if source.format == "parquet":
+        try:
+            import pyarrow.parquet as pq
+
+            rows = pq.read_table(io.BytesIO(data)).to_pylist()
+        except Exception as exc:  # noqa: BLE001 - any reader failure is the file's problem
+            yield "", len(data), UNREADABLE_FILE, f"not a readable parquet file: {exc}"[:500]
+            return
+        for row in rows:
+            raw = json.dumps(row, default=_json_default, allow_nan=False
+                             ) if _finite(row) else json.dumps(row, default=_json_default)
+            size = len(raw.encode("utf-8", "surrogatepass"))
+            status = "oversized" if size > max_line_bytes else "ok"
+            yield raw, size, status, (f"{size} bytes > limit {max_line_bytes}"
+                                      if status != "ok" else None)
+        return
+    if data.startswith(UTF8_BOM):
+        data = data[len(UTF8_BOM):]
+    text = data.decode("utf-8", "surrogateescape")
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=source.csv_delimiter,
+                        quotechar=source.csv_quote, strict=False)
+    header = list(source.csv_columns)
+    if source.csv_header:
+        first = next(reader, None)
+        if first is None:
+            return
+        if not header:
+            header = [h.strip() for h in first]
+    for fields in reader:
+        joined = source.csv_delimiter.join(fields)
+        size = len(joined.encode("utf-8", "surrogateescape"))
+        if any(_has_surrogate(f) for f in fields):
+            yield (json.dumps(fields, ensure_ascii=False).encode("utf-8", "replace")
+                   .decode("utf-8"), size, "invalid_utf8", "record is not UTF-8")
+        elif not fields or fields == [""] * len(fields) and len(fields) <= 1:
+            yield "", size, "empty_line", None
+        elif size > max_line_bytes:
+            yield "", size, "oversized", f"{size} bytes > limit {max_line_bytes}"
+        elif len(fields) != len(header):
+            yield (json.dumps(fields, ensure_ascii=False), size, MALFORMED_CSV,
+                   f"{len(fields)} fields, the header has {len(header)}")
+        else:
+            yield json.dumps(dict(zip(header, fields, strict=True)), ensure_ascii=False), size, \
+                "ok", None
+
+
+def _finite(row: dict) -> bool:
+    return all(not (isinstance(v, float) and not math.isfinite(v)) for v in row.values())
+
+
+def _has_surrogate(text: str) -> bool:
+    return any("\udc80" <= ch <= "\udcff" for ch in text)
+
+
+def count_records(source: Source, data: bytes, max_line_bytes: int = 65536) -> int:
+    """How many bronze rows one landed file becomes (``lakecep status``'s landed count)."""
+    return sum(1 for _ in file_records(source, data, max_line_bytes))
+
+
+# ----------------------------------------------------------------------------- types
+
+
+def infer_type(values: Sequence[Any]) -> str:
+    """The narrowest field type that holds every non-null value: ``boolean``, ``bigint``,
+    ``double``, ``timestamp`` (ISO-8601 text) or ``string`` (strings of numbers count as
+    numbers, as CSV gives them)."""
+    present = [v for v in values if v is not None and v != ""]
+    if not present:
+        return "string"
+    for kind in ("boolean", "bigint", "double", "timestamp"):
+        if all(not isinstance(_coerce(v, kind, None), _Bad) for v in present):
+            return kind
+    return "string"
+
+
+class _Bad(str):
+    """A coercion failure (its text is the reason detail)."""
+
+    __slots__ = ()
+
+
+_BOOL_TEXT = {"true": True, "false": False}
+
+
+def _coerce(value: Any, kind: str, time: Callable[[str], datetime | None] | None) -> Any:
+    """``value`` as ``kind`` (None stays None), or a :class:`_Bad`."""
+    if value is None:
+        return None
+    if kind == "string":
+        if isinstance(value, (dict, list)):
+            return _Bad(f"expected a scalar, got {type(value).__name__}")
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return str(value)
+    if kind == "boolean":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _BOOL_TEXT:
+            return _BOOL_TEXT[value.strip().lower()]
+        return _Bad(f"{_show(value)} is not a boolean")
+    if kind == "bigint":
+        if isinstance(value, bool):
+            return _Bad(f"{_show(value)} is not an integer")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+            return int(value)
+        return _Bad(f"{_show(value)} is not an integer")
+    if kind == "double":
+        if isinstance(value, bool):
+            return _Bad(f"{_show(value)} is not a number")
+        if isinstance(value, (int, float)):
+            number = float(value)
+        elif isinstance(value, str):
+            try:
+                number = float(value)
+            except ValueError:
+                return _Bad(f"{_show(value)} is not a number")
+        else:
+            return _Bad(f"{_show(value)} is not a number")
+        return number if math.isfinite(number) else _Bad(f"{_show(value)} is not finite")
+    if kind == "timestamp":
+        if isinstance(value, datetime):
+            return value if value.tzinfo else value.replace(tzinfo=UTC)
+        if isinstance(value, str):
+            parsed = (time or _iso)(value)
+            if parsed is not None:
+                return parsed
+        return _Bad(f"{_show(value)} is not a timestamp")
+    raise AssertionError(kind)  # pragma: no cover
+
+
+def _iso(text: str) -> datetime | None:
+    from lakecep.events import parse_time
+
+    return parse_time(text)
+
+
+def _show(value: Any) -> str:
+    text = str(value)
+    return repr(text if len(text) <= 60 else text[:60] + "...")
+
+
+def time_parser(fmt: str, timezone: str) -> Callable[[Any], datetime | None]:
+    """Text or number -> aware UTC datetime (None if it does not parse).
+
+    ``fmt``: ``iso`` (ISO-8601; no offset means ``timezone``), ``epoch_seconds``,
+    ``epoch_millis``, or a ``strptime`` format (``%z`` in it wins over ``timezone``)."""
+    zone = ZoneInfo(timezone)
+
+    def local(value: datetime) -> datetime:
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=zone)
+        return value.astimezone(UTC)
+
+    def parse(value: Any) -> datetime | None:
+        try:
+            if fmt in ("epoch_seconds", "epoch_millis"):
+                number = float(value)
+                if not math.isfinite(number):
+                    return None
+                scale = 1000.0 if fmt == "epoch_millis" else 1.0
+                return datetime.fromtimestamp(number / scale, tz=UTC)
+            if isinstance(value, datetime):
+                return local(value)
+            text = str(value).strip()
+            if fmt == "iso":
+                parsed = datetime.fromisoformat(text)
+                if not (1678 <= parsed.year < 2262):
+                    return None
+                return local(parsed)
+            return local(datetime.strptime(text, fmt))  # noqa: DTZ007 - zone applied above
+        except (ValueError, OverflowError, OSError, TypeError):
+            return None
+
+    return parse
+
+
+# ----------------------------------------------------------------------------- mapping
+
+
+_FORBIDDEN_CALLS = {"PREV", "NEXT", "FIRST", "LAST", "COUNT", "SUM", "AVG", "MIN", "MAX",
+                    "CLASSIFIER", "MATCH_NUMBER"}
+
+
+@dataclass
+class Mapping:
+    """One source's compiled mapping (compiled once per process and source)."""
+
+    source: Source
+    #: contract field -> (expression text, compiled row function, plain column name or None)
+    exprs: dict[str, tuple[str, Any, str | None]] = field(default_factory=dict)
+    columns: tuple[str, ...] = ()
+    #: compiled operators: (op, argument text, field or None, compiled expression or None)
+    steps: tuple[tuple[str, str, Any, Any], ...] = ()
+    #: per-source constants, computed once: field types, kept attribute types, time parser
+    types: dict[str, str] = field(default_factory=dict)
+    kept: dict[str, str] = field(default_factory=dict)
+    time: Any = None
+
+    @classmethod
+    def of(cls, source: Source) -> Mapping:
+        from cep_core.compile.expressions import ExprCompiler, Scope, walk
+        from cep_core.errors import QueryError
+        from cep_core.language import ast
+        from cep_core.language.parser import parse_expression
+
+        columns = (*(n for n, _ in source.fields), RAW_HASH)
+        scope = Scope(columns, {}, "MEASURES")
+        exprs = {}
+        steps = []
+        for k, (op, argument) in enumerate(source.operators, 1):
+            if op in ("keep_fields", "drop_fields"):
+                steps.append((op, argument, frozenset(argument.split(",")), None))
+                continue
+            name, text = argument.split("=", 1) if op == "fill" else (None, argument)
+            try:
+                tree = parse_expression(text)
+                for node in walk(tree):
+                    if isinstance(node, ast.Call) and node.name in _FORBIDDEN_CALLS:
+                        raise QueryError(f"{node.name}(...) is not allowed here", *node.pos)
+                steps.append((op, text, name, ExprCompiler(scope).compile(tree)))
+            except QueryError as exc:
+                raise SourceError(f"{source.file}: operators[{k}] ({op}) {text!r}: {exc}"
+                                  ) from None
+        for target, text in source.mapping:
+            try:
+                tree = parse_expression(text)
+                for node in walk(tree):
+                    if isinstance(node, ast.Call) and node.name in _FORBIDDEN_CALLS:
+                        raise QueryError(f"{node.name}(...) is not allowed in a mapping (one "
+                                         "record at a time)", *node.pos)
+                    if isinstance(node, ast.Column) and node.var is not None:
+                        raise QueryError(f"{node.var}.{node.name}: no pattern variables in a "
+                                         "mapping", *node.pos)
+                fn = ExprCompiler(scope).compile(tree)
+            except QueryError as exc:
+                raise SourceError(f"{source.file}: mapping.{target} = {text!r}: {exc} "
+                                  "(expressions may use the declared [fields] and "
+                                  f"{RAW_HASH})") from None
+            plain = tree.name if isinstance(tree, ast.Column) else None
+            exprs[target] = (text, fn, plain)
+        if "event_id" not in exprs:
+            exprs["event_id"] = (RAW_HASH, ExprCompiler(scope).compile(
+                parse_expression(RAW_HASH)), RAW_HASH)
+        return cls(source, exprs, columns, tuple(steps), source.field_types(),
+                   source.attribute_types(), time_parser(source.time_format, source.timezone))
+
+
+_MAPPINGS: dict[int, tuple[Source, Mapping]] = {}
+
+
+def mapping_of(source: Source) -> Mapping:
+    """The compiled mapping of ``source`` (cached per source object)."""
+    found = _MAPPINGS.get(id(source))
+    if found is None or found[0] is not source:
+        found = _MAPPINGS[id(source)] = (source, Mapping.of(source))
+    return found[1]
+
+
+def _attr_text(value: Any) -> str:
+    """Canonical text of a typed attribute value (silver stores the map as text; the
+    source's field types say how to read it back, losslessly)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, datetime):
+        from lakecep.events import format_time
+
+        return format_time(value)
+    return str(value)
+
+
+def map_record(source: Source, raw: str) -> tuple[Any, ...] | str:
+    """One bronze ``raw`` record -> the nine silver event columns, or a quarantine reason
+    naming EVERY failing field (``"<code>: <field>: <detail>; <code>: ..."``)."""
+    from cep_core.compile.state import MatchState
+
+    mapping = mapping_of(source)
+    try:
+        record = json.loads(raw)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        return f"malformed_json: {exc}"
+    if not isinstance(record, dict):
+        return f"not_an_object: got {type(record).__name__}"
+    problems: list[str] = []
+    types, time = mapping.types, mapping.time
+    typed: dict[str, Any] = {}
+    for name, kind in source.fields:
+        value = record.get(name)
+        if value == "" and kind != "string":
+            value = None
+        converted = _coerce(value, kind, time)
+        if isinstance(converted, _Bad):
+            problems.append(f"wrong_type: {name}: {converted} ({kind})")
+            converted = None
+        typed[name] = converted
+    unknown = sorted(k for k in record if k not in types)
+    if source.strict and unknown:
+        problems += [f"unknown_field: {k}" for k in unknown]
+    typed[RAW_HASH] = raw_hash(source.name, raw)
+    cols = {k: [v] for k, v in typed.items()}
+    state = MatchState(cols, ())
+    state.hi, state.rows, state.upto = 1, [0], 1
+    dropped: set[str] = set()
+    if mapping.steps and not problems:
+        outcome = _apply_operators(mapping.steps, cols, state, typed, unknown, dropped)
+        if outcome is not None:
+            return outcome
+    out: dict[str, Any] = {}
+    for target in MAPPED_FIELDS:
+        if target not in mapping.exprs:
+            out[target] = None
+            continue
+        text, fn, _ = mapping.exprs[target]
+        try:
+            value = fn(state)
+        except Exception as exc:  # noqa: BLE001 - a failing expression is the row's problem
+            problems.append(f"invalid_value: {target}: {text} failed: {exc}")
+            continue
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            if target in REQUIRED:
+                problems.append(f"missing_field: {target}: {text} is null")
+            out[target] = None
+            continue
+        if target in TIME_FIELDS:
+            parsed = value if isinstance(value, datetime) else time(value)
+            if parsed is None or not (1678 <= parsed.year < 2262):
+                problems.append(f"invalid_value: {target}: {_show(value)} does not match "
+                                f"time format {source.time_format!r}")
+                continue
+            out[target] = parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+            continue
+        text_value = _attr_text(value)
+        if not text_value.strip():
+            problems.append(f"invalid_value: {target} is empty")
+        elif len(text_value) > _MAX_STR:
+            problems.append(f"too_long: {target} has {len(text_value)} chars > {_MAX_STR}")
+        out[target] = text_value
+    lower, upper, at = out.get("time_lower"), out.get("time_upper"), out.get("event_time")
+    if (lower is None) != (upper is None):
+        problems.append("invalid_value: time_lower and time_upper must be given together")
+    elif lower is not None and at is not None and not lower <= at <= upper:
+        problems.append("invalid_value: event_time outside [time_lower, time_upper]")
+    attributes = {}
+    for name in mapping.kept:
+        if typed.get(name) is not None and name not in dropped:
+            attributes[name] = _attr_text(typed[name])
+    if not source.strict:
+        for name in unknown:
+            if name in dropped:
+                continue
+            value = record[name]
+            if value is None:
+                continue
+            if isinstance(value, (dict, list)):
+                problems.append(f"wrong_type: {name}: an unknown field must be a scalar, got "
+                                f"{type(value).__name__}")
+                continue
+            attributes[name] = _attr_text(value)
+    if len(attributes) > _MAX_ATTRS:
+        problems.append(f"too_long: attributes has {len(attributes)} entries > {_MAX_ATTRS}")
+    if problems:
+        return "; ".join(problems)
+    return (out["event_id"], out["object_id"], out["event_type"], out["source_id"],
+            out["event_time"], out["time_lower"], out["time_upper"], None, attributes or None)
+
+
+FILTERED = "filtered"
+
+
+def _apply_operators(steps: Sequence[tuple[str, str, Any, Any]], cols: dict[str, list[Any]],  # noqa: PLR0913
+                     state: Any, typed: dict[str, Any], unknown: list[str],
+                     dropped: set[str]) -> str | None:
+    """Run the preprocessing operators in order on one typed record (in place).
+
+    - ``keep_fields``: every declared or unknown field not listed becomes NULL and is not
+      kept as an attribute; ``drop_fields``: the listed ones do;
+    - ``fill``: a NULL field takes the expression's value (a default or derived from other
+      fields), converted to the field's type by the expression's own result;
+    - ``filter``: a record whose predicate is not TRUE is dropped: the result is the reason
+      ``filtered: <predicate>`` (silver keeps it in quarantine, counted as filtered).
+
+    Operators see one record at a time and keep no state, so a batch and any split of it
+    into micro-batches give the same output. Returns None, or the ``filtered`` reason."""
+    for op, text, argument, fn in steps:
+        if op in ("keep_fields", "drop_fields"):
+            names = [n for n in (*typed, *unknown) if n != RAW_HASH]
+            for name in names:
+                if (name in argument) == (op == "drop_fields"):
+                    dropped.add(name)
+                    if name in cols:
+                        cols[name][0] = None
+                        typed[name] = None
+        elif op == "fill":
+            if cols[argument][0] is None:
+                try:
+                    value = fn(state)
+                except Exception as exc:  # noqa: BLE001
+                    return f"invalid_value: {argument}: fill {text} failed: {exc}"
+                cols[argument][0] = typed[argument] = value
+                dropped.discard(argument)
+        else:
+            try:
+                keep = fn(state)
+            except Exception as exc:  # noqa: BLE001
+                return f"invalid_value: filter {text} failed: {exc}"
+            if keep is not True:
+                return f"{FILTERED}: {text}"
+    return None
+
+
+def map_frame(source: Source, raw: Sequence[str | None]) -> list[tuple[Any, ...] | str]:
+    """:func:`map_record` over a batch (None -> ``empty_line``)."""
+    return [map_record(source, r) if r else "empty_line" for r in raw]
+
+
+def source_of_file(sources: Sequence[Source], home: Path, file_path: str) -> Source | None:
+    """The source whose landing folder holds ``file_path`` (a Spark ``file:`` URI or a
+    path), or None (the built-in RFID landing)."""
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(file_path)
+    path = Path(unquote(parsed.path) if parsed.scheme else file_path)
+    paths = {path, path.resolve()}
+    for source in sources:
+        landing = source.landing(home)
+        for folder in {landing, landing.resolve()}:
+            if any(p.parent == folder or folder in p.parents for p in paths):
+                return source
+    return None
+
+
+def with_source_attributes(queries: Sequence[Any], sources: Sequence[Source]) -> list[Any]:
+    """``queries`` with every source's typed attributes added to their ``[attributes]`` (a
+    query's own declaration wins): queries name the user's fields as typed columns."""
+    import dataclasses
+
+    types = attribute_types(sources)
+    if not types:
+        return list(queries)
+    out = []
+    for query in queries:
+        own = dict(query.attributes)
+        merged = {**types, **own}
+        out.append(dataclasses.replace(query, attributes=tuple(sorted(merged.items()))))
+    return out
