@@ -29,6 +29,9 @@ class Settings:
     spark_driver_memory: str = "2g"
     #: Extra comma-separated jar paths (set when the Delta jars come from Maven, not Ivy).
     spark_jars: str = ""
+    #: Start the driver JVM quickly: C1 JIT only and the class-data-sharing archive that
+    #: ``fetch-jars`` writes (lakecep's jobs are short; turn off for long, heavy local runs).
+    spark_quick_start: bool = True
     #: Files per micro-batch when the bronze stream reads the landing folder.
     max_files_per_trigger: int = 1000
     #: A landing line longer than this (bytes) is kept in bronze but quarantined.
