@@ -27,6 +27,11 @@ LOG4J_CONFIG = Path(str(resources.files("lakecep.jobs") / "log4j2.properties"))
 POM = Path(__file__).resolve().parent.parent / "infra" / "pom.xml"
 MAVEN_JARS_DIR = Path(os.environ.get("LAKECEP_JARS_DIR", Path.home() / ".cache/lakecep/jars"))
 IVY_DIR = Path(os.environ.get("LAKECEP_IVY_DIR", Path.home() / ".cache/lakecep/ivy"))
+#: Class-data-sharing archives of the driver JVM (one per Spark installation), written by
+#: ``fetch-jars``: the classes Spark loads at start are mapped, not parsed and verified.
+CDS_DIR = Path(os.environ.get("LAKECEP_CDS_DIR", Path.home() / ".cache/lakecep/cds"))
+#: C1 JIT only: compiling less costs about a third of a short job's CPU (docs/configuration.md).
+QUICK_START_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 
 def _resolved_jars_file() -> Path:
@@ -51,7 +56,39 @@ def _maven_jars() -> list[str]:
     return sorted(str(p) for p in MAVEN_JARS_DIR.glob("*.jar"))
 
 
-def get_spark(app_name: str = "lakecep", settings: Settings | None = None) -> SparkSession:
+def cds_archive() -> Path:
+    """The class-data-sharing archive for this Spark installation (it may not exist yet).
+
+    Keyed by the installation's jar folder: the JVM only accepts an archive made with the
+    same class path (and ignores one that does not fit, e.g. after a JDK change).
+    """
+    import hashlib
+
+    import pyspark
+
+    jars = str(Path(pyspark.__file__).resolve().parent / "jars")
+    key = hashlib.sha256(f"{pyspark.__version__} {jars}".encode()).hexdigest()[:16]
+    return CDS_DIR / f"spark-{pyspark.__version__}-{key}.jsa"
+
+
+def _driver_java_options(settings: Settings, dump_archive: Path | None = None) -> str:
+    options = [f"-Dderby.system.home={settings.home}",
+               f"-Dlog4j.configurationFile=file:{LOG4J_CONFIG}",
+               f"-Dlakecep.spark.log.level={settings.spark_log_level}"]
+    if settings.spark_quick_start:
+        options.append(QUICK_START_OPTIONS)
+        archive = cds_archive()
+        if dump_archive is not None:
+            options.append(f"-XX:ArchiveClassesAtExit={dump_archive}")
+        elif archive.is_file():
+            options.append(f"-XX:SharedArchiveFile={archive}")
+        # CDS notes (an archive that does not fit, classes it skips) are not for the user.
+        options.append("-Xlog:cds=off,cds+dynamic=off")
+    return " ".join(options)
+
+
+def get_spark(app_name: str = "lakecep", settings: Settings | None = None, *,
+              _dump_archive: Path | None = None) -> SparkSession:
     """Return the (single) SparkSession of this process, configured for Delta."""
     from pyspark.sql import SparkSession
 
@@ -75,12 +112,7 @@ def get_spark(app_name: str = "lakecep", settings: Settings | None = None) -> Sp
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
         .config("spark.sql.warehouse.dir", str(settings.home / "warehouse"))
-        .config(
-            "spark.driver.extraJavaOptions",
-            f"-Dderby.system.home={settings.home} "
-            f"-Dlog4j.configurationFile=file:{LOG4J_CONFIG} "
-            f"-Dlakecep.spark.log.level={settings.spark_log_level}",
-        )
+        .config("spark.driver.extraJavaOptions", _driver_java_options(settings, _dump_archive))
     )
     jars = [j for j in settings.spark_jars.split(",") if j] or _maven_jars() or _ivy_jars()
     if jars:
@@ -112,6 +144,54 @@ def _pool_file(settings: Settings) -> str | None:
 
 
 def fetch_jars() -> None:
+    """Cache the Delta jars (:func:`_fetch_jars`), then the driver's CDS archive."""
+    _fetch_jars()
+    write_cds_archive()
+
+
+def write_cds_archive() -> None:
+    """Write :func:`cds_archive` once: a short Delta session records the classes it loads.
+
+    Best effort: without an archive sessions start as before, only slower.
+    """
+    archive = cds_archive()
+    if archive.is_file():
+        print(f"class-data-sharing archive {archive}")
+        return
+    import tempfile
+
+    CDS_DIR.mkdir(parents=True, exist_ok=True)
+    partial = archive.with_suffix(f".{os.getpid()}.tmp")
+    with tempfile.TemporaryDirectory(prefix="lakecep-cds-") as home:
+        probe = (
+            "import sys; from pathlib import Path; "
+            "from lakecep.jobs.spark import _archive_workload; "
+            "_archive_workload(Path(sys.argv[1]), Path(sys.argv[2]))"
+        )
+        env = {**os.environ, "LAKECEP_HOME": home}
+        result = subprocess.run([sys.executable, "-c", probe, home, str(partial)], env=env,
+                                capture_output=True, text=True)
+    if result.returncode == 0 and partial.is_file():
+        partial.replace(archive)
+        print(f"class-data-sharing archive written: {archive}")
+    else:
+        partial.unlink(missing_ok=True)
+        print(f"no class-data-sharing archive (sessions start slower):\n{result.stderr[-2000:]}",
+              file=sys.stderr)
+
+
+def _archive_workload(home: Path, archive: Path) -> None:
+    """What a lakecep job does at start, in a session that dumps its classes at exit."""
+    settings = load_settings({"LAKECEP_HOME": str(home), "LAKECEP_SPARK_QUICK_START": "true"})
+    spark = get_spark("lakecep-cds-archive", settings, _dump_archive=archive)
+    table = str(home / "probe")
+    spark.range(100).selectExpr("id", "CAST(id AS STRING) AS s").write.format("delta").save(table)
+    frame = spark.read.format("delta").load(table)
+    frame.mapInPandas(lambda frames: frames, frame.schema).groupBy("s").count().collect()
+    spark.stop()
+
+
+def _fetch_jars() -> None:
     """Make sure the Delta jars are cached: try Spark's Ivy, else Maven (infra/pom.xml)."""
     if _maven_jars():
         print(f"using Maven-fetched jars in {MAVEN_JARS_DIR}")

@@ -61,6 +61,9 @@ class Settings:
     #: Level of Spark's own (JVM) log lines: ``error`` keeps its warnings out of the way;
     #: ``warn`` or ``info`` when diagnosing Spark itself (``lakecep --debug`` uses ``warn``).
     spark_log_level: LogLevel = "error"
+    #: Start the driver JVM quickly: C1 JIT only and the class-data-sharing archive that
+    #: ``fetch-jars`` writes (lakecep's jobs are short; turn off for long, heavy local runs).
+    spark_quick_start: bool = True
     #: Files per micro-batch when the bronze stream reads the landing folder.
     max_files_per_trigger: Positive = 1000
     #: A landing line longer than this (bytes) is kept in bronze but quarantined.
