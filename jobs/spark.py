@@ -29,7 +29,9 @@ MAVEN_JARS_DIR = Path(os.environ.get("LAKECEP_JARS_DIR", Path.home() / ".cache/l
 IVY_DIR = Path(os.environ.get("LAKECEP_IVY_DIR", Path.home() / ".cache/lakecep/ivy"))
 #: Class-data-sharing archives of the driver JVM (one per Spark installation), written by
 #: ``fetch-jars``: the classes Spark loads at start are mapped, not parsed and verified.
-CDS_DIR = Path(os.environ.get("LAKECEP_CDS_DIR", Path.home() / ".cache/lakecep/cds"))
+#: The JVM only accepts an archive made with the same class path, i.e. this environment's
+#: pyspark, so it lives in the environment and goes away with it (~190 MB).
+CDS_DIR = Path(os.environ.get("LAKECEP_CDS_DIR", Path(sys.prefix) / "share" / "lakecep" / "cds"))
 #: C1 JIT only: compiling less costs about a third of a short job's CPU (docs/configuration.md).
 QUICK_START_OPTIONS = "-XX:TieredStopAtLevel=1"
 
