@@ -42,48 +42,32 @@ def split_files(max_line_bytes: int):  # noqa: ANN201
     ``lakecep.events.judge_line`` -- the same definitions that ``lakecep status`` counts
     with and silver parses with, so the layers cannot disagree about a line.
     """
-    from collections.abc import Iterator
-
-    import numpy as np
-    import pandas as pd
-
     from lakecep.events import judge_line, landing_lines
 
-    def split(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        for frame in frames:
-            for content, path in zip(frame["content"], frame["file_path"], strict=True):
-                lines = landing_lines(bytes(content))
-                for start in range(0, len(lines), LINES_PER_BATCH):
-                    chunk = lines[start:start + LINES_PER_BATCH]
-                    raw, size, status, error = zip(
-                        *(judge_line(line, max_line_bytes) for line in chunk), strict=True
-                    )
-                    yield pd.DataFrame({
-                        "raw": pd.Series(raw, dtype=object),
-                        "source_file": path,
-                        "line_no": np.arange(start + 1, start + len(chunk) + 1, dtype=np.int64),
-                        "byte_length": np.asarray(size, dtype=np.int32),
-                        "parse_status": pd.Series(status, dtype=object),
-                        "parse_error": pd.Series(error, dtype=object),
-                    })
-
-    return split
+    return _splitter(lambda content: [judge_line(line, max_line_bytes)
+                                      for line in landing_lines(content)])
 
 
 def split_source_files(source, max_line_bytes: int):  # noqa: ANN001, ANN201
     """mapInPandas function: whole files of a declared source -> bronze rows (the records
     of ``lakecep.sources.file_records``)."""
+    from lakecep.sources import file_records
+
+    return _splitter(lambda content: list(file_records(source, content, max_line_bytes)))
+
+
+def _splitter(records_of):  # noqa: ANN001, ANN202
+    """mapInPandas function over whole files: ``records_of(bytes)`` gives each record's
+    (raw, byte_length, parse_status, parse_error), numbered from 1 in file order."""
     from collections.abc import Iterator
 
     import numpy as np
     import pandas as pd
 
-    from lakecep.sources import file_records
-
     def split(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for frame in frames:
             for content, path in zip(frame["content"], frame["file_path"], strict=True):
-                records = list(file_records(source, bytes(content), max_line_bytes))
+                records = records_of(bytes(content))
                 for start in range(0, len(records), LINES_PER_BATCH):
                     chunk = records[start:start + LINES_PER_BATCH]
                     raw, size, status, error = zip(*chunk, strict=True)
