@@ -271,13 +271,7 @@ class CompiledQuery:
 
 
 def _has_exclusion(p: ast.Pattern) -> bool:
-    if isinstance(p, ast.Exclusion):
-        return True
-    if isinstance(p, ast.Concat | ast.Alternation | ast.Permute):
-        return any(_has_exclusion(i) for i in p.items)
-    if isinstance(p, ast.Group | ast.Quantified):
-        return _has_exclusion(p.body)
-    return False
+    return any(isinstance(node, ast.Exclusion) for node in ast.pattern_nodes(p))
 
 
 class Bound:

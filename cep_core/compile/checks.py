@@ -30,13 +30,7 @@ def check_extensions(m: ast.MatchRecognize) -> None:
 
 
 def has_negation(p: ast.Pattern) -> bool:
-    if isinstance(p, ast.Negation):
-        return True
-    if isinstance(p, ast.Concat | ast.Alternation | ast.Permute):
-        return any(has_negation(i) for i in p.items)
-    if isinstance(p, ast.Group | ast.Exclusion | ast.Quantified):
-        return has_negation(p.body)
-    return False
+    return any(isinstance(node, ast.Negation) for node in ast.pattern_nodes(p))
 
 
 def _positive_vars(p: ast.Pattern) -> set[str]:

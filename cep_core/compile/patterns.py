@@ -206,32 +206,12 @@ def backtracking_part(p: ast.Pattern) -> ast.Pattern:
     """The part of ``p`` to blame when matching backtracks without bound: the outermost
     quantified group whose body holds another quantifier (``(A+)+``, ``(A?){50}``), else
     the first unbounded quantifier, else ``p`` itself. Used in the step-limit error."""
-    nested: list[ast.Pattern] = []
-    unbounded: list[ast.Pattern] = []
-
-    def has_quantifier(node: ast.Pattern) -> bool:
-        if isinstance(node, ast.Quantified):
-            return True
-        if isinstance(node, ast.Concat | ast.Alternation | ast.Permute):
-            return any(has_quantifier(i) for i in node.items)
-        if isinstance(node, ast.Group | ast.Exclusion):
-            return has_quantifier(node.body)
-        return False
-
-    def visit(node: ast.Pattern) -> None:
-        if isinstance(node, ast.Quantified):
-            if has_quantifier(node.body):
-                nested.append(node)
-            elif node.high is None:
-                unbounded.append(node)
-        if isinstance(node, ast.Concat | ast.Alternation | ast.Permute):
-            for item in node.items:
-                visit(item)
-        elif isinstance(node, ast.Group | ast.Exclusion | ast.Quantified):
-            visit(node.body)
-
-    visit(p)
-    return (nested or unbounded or [p])[0]
+    for node in ast.pattern_nodes(p):
+        if isinstance(node, ast.Quantified) and any(
+                isinstance(inner, ast.Quantified) for inner in ast.pattern_nodes(node.body)):
+            return node
+    return next((node for node in ast.pattern_nodes(p)
+                 if isinstance(node, ast.Quantified) and node.high is None), p)
 
 
 def first_variables(p: ast.Pattern) -> set[str]:

@@ -6,6 +6,7 @@ part in equality, so a tree parsed from printed SQL equals the original tree.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 Pos = tuple[int, int]
@@ -219,6 +220,16 @@ class Quantified(Pattern):
     greedy: bool = True
     text: str = ""
     pos: Pos = _pos()
+
+
+def pattern_nodes(p: Pattern) -> Iterator[Pattern]:
+    """``p`` and every pattern inside it, parents before their parts, left to right."""
+    yield p
+    if isinstance(p, Concat | Alternation | Permute):
+        for item in p.items:
+            yield from pattern_nodes(item)
+    elif isinstance(p, Group | Exclusion | Quantified):
+        yield from pattern_nodes(p.body)
 
 
 # ----------------------------------------------------------------------------- clauses
