@@ -89,7 +89,23 @@ def test_stream_labels_give_each_row_the_first_variable_that_accepts_it() -> Non
 
 
 def test_processing_costs_recover_planted_per_event_work() -> None:
-    """Work of 3 units per 'b' event and 1 per 'a' event: the fit finds the ratio."""
+    """Work of 3 units per 'b' event and 1 per 'a' event, plus 50 per call: the fit finds
+    both exactly when the clock counts work units (the fit, free of machine noise)."""
+    frame = pd.DataFrame({"kind": np.random.default_rng(1).choice(["a", "b"], 400)})
+    units = [0.0]
+
+    def counted(part: pd.DataFrame) -> None:
+        units[0] += 50 + sum(3 if kind == "b" else 1 for kind in part["kind"])
+
+    costs = processing_costs(counted, frame, "kind", runs=10, clock=lambda: units[0])
+    assert costs.per_event == pytest.approx({"a": 1.0, "b": 3.0})
+    assert costs.overhead == pytest.approx(50.0)
+
+
+def test_processing_costs_on_the_process_clock_rank_heavier_work_higher() -> None:
+    """The default clock (CPU seconds) on real work: 'b' does 3x the loop of 'a'. Only the
+    order is asserted -- the measured ratio moves with the machine's load (a CI run under
+    load measured 16x for a planted 3x)."""
     frame = pd.DataFrame({"kind": np.random.default_rng(1).choice(["a", "b"], 400)})
 
     def work(part: pd.DataFrame) -> None:
@@ -100,6 +116,6 @@ def test_processing_costs_recover_planted_per_event_work() -> None:
 
     costs = processing_costs(work, frame, "kind", runs=10)
     assert costs.runs == 10 and set(costs.per_event) == {"a", "b"}
-    assert 2.0 < costs.per_event["b"] / costs.per_event["a"] < 4.5
+    assert costs.per_event["b"] > costs.per_event["a"]
     with pytest.raises(ValueError, match="runs"):
         processing_costs(work, frame, "kind", runs=1)
