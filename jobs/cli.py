@@ -13,6 +13,7 @@ Exit codes: 0 done; 1 the command failed (or ``status --strict`` found a failed 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -287,6 +288,8 @@ def run(
     jobs = JOBS if name == "all" else (name,)
     rows: list[run_summary.StageSummary] = []
     started = time.monotonic()
+    if continuous:  # a long run: the full JIT pays for its compile time within minutes
+        cfg = dataclasses.replace(cfg, spark_quick_start=False)
     spark = _spark(cfg, f"lakecep-{name}")
     try:
         with console.progress(disable=json_out) as bar:

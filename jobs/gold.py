@@ -208,14 +208,15 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                        plans=plans)
         rows = found.rows.persist()
         try:
-            merge_into_gold(spark, settings, rows)
+            counts = dict(rows.groupBy("query_id").count().collect())
+            if counts:  # a MERGE of nothing still costs a Delta commit (seconds)
+                merge_into_gold(spark, settings, rows)
             for query, prob_rows, touched in found.probabilistic:
                 merge_probabilistic(spark, settings, query, prob_rows, touched)
                 log(f"{QUERY}: batch {batch_id}: {query.id}: probabilistic events of "
                     f"{len(touched)} partition keys recomputed ({query.method})")
             for query, step in found.live_steps:  # after gold: a crash in between replays
                 save_state(spark, settings, query, step, batch_id, version, detected)
-            counts = dict(rows.groupBy("query_id").count().collect())
             for record in found.access:
                 record["complex_events"] = int(counts.get(record["query_id"], 0))
                 log(f"{QUERY}: batch {batch_id}: {record['query_id']}: {record['strategy']} "

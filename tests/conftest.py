@@ -39,10 +39,14 @@ def settings(lake_home: Path):  # noqa: ANN201 - lakecep.config.Settings
 
 @pytest.fixture(scope="session")
 def spark(settings) -> Iterator[object]:  # noqa: ANN001
-    """The test session's only SparkSession (local[2], Delta enabled)."""
+    """The test session's only SparkSession (local[2], Delta enabled). It lives for the
+    whole run, so it gets the full JIT (C2): measured ~17 % faster than the quick-start
+    C1-only JVM on test_gold, whose later batches run twice as fast once compiled."""
+    import dataclasses
+
     from lakecep.jobs.spark import get_spark
 
-    session = get_spark("lakecep-tests", settings)
+    session = get_spark("lakecep-tests", dataclasses.replace(settings, spark_quick_start=False))
     yield session
     session.stop()
 
