@@ -102,6 +102,8 @@ def test_live_archive_late_archive_events_and_every_strategy(spark, local) -> No
     # The small table fits in the RBuffer: every range is served from memory.
     assert [(a.buffer_loads, a.delta_rows_scanned) for a in access] == [(2, 0), (1, 0)]
     assert [a.complex_events for a in access] == [1, 1]
+    # The default store holds every key in memory: no partial match misses or spills.
+    assert all(a.partial_misses == a.partial_spilled == 0 for a in access)
 
     # Every strategy finds the same complex events over the same silver (one batch).
     silver_events = LakeTable(spark, local, "silver.events")

@@ -81,10 +81,11 @@ def _run(spark, settings, home: Path, capacity: int):  # noqa: ANN001, ANN202
 
 
 def test_tiny_bounded_store_in_delta_gives_the_unbounded_gold(spark, settings, tmp_path):  # noqa: ANN001
+    # The unbounded store's gold is EXPECTED (test_gold runs the default, never-spilling
+    # store: no misses, no spills); one run with one key per bucket must give it too.
     local, tiny, access = _run(spark, settings, tmp_path / "tiny", capacity=1)
-    _, unbounded, access_unbounded = _run(spark, settings, tmp_path / "big", capacity=5000)
-    assert tiny == unbounded == EXPECTED
-    assert len(access) == len(access_unbounded) == len(BATCHES)
+    assert tiny == EXPECTED
+    assert len(access) == len(BATCHES)
 
     # keys per batch: new ones are replayed (their history is just the batch), known ones
     # in order are not; batch 3 is fully in order; the late A -> B replays t3 alone
@@ -95,7 +96,6 @@ def test_tiny_bounded_store_in_delta_gives_the_unbounded_gold(spark, settings, t
     assert sum(a.partial_spilled for a in access) >= 2
     assert all(a.partial_hits + a.partial_misses + a.partial_new_keys
                == len({e[1] for e in batch}) for a, batch in zip(access, BATCHES, strict=True))
-    assert sum(a.partial_misses + a.partial_spilled for a in access_unbounded) == 0
 
     state = LakeTable(spark, local, "gold.partial_matches").read()
     hot = state.where(F.col("kind") == "hot").collect()
