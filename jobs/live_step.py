@@ -222,7 +222,9 @@ def drop_stale(spark, settings: Settings, queries: list[LiveArchiveQuery]) -> in
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    table = LakeTable(spark, settings, TABLE).ensure()
+    table = LakeTable(spark, settings, TABLE)
+    if not table.exists():  # a new lake: nothing is stored, nothing can be stale
+        return 0
     valid = F.lit(False)
     for query in queries:
         valid = valid | ((F.col("query_id") == query.id)

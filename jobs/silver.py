@@ -109,6 +109,8 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
 
     from lakecep.sources import load_sources, sources_dir
 
+    if batch.isEmpty():  # e.g. a stream's first batch over a new, empty bronze table
+        return {"valid": 0, "quarantined": 0, "rows": 0}
     sources = load_sources(sources_dir(settings))
     parsed = batch.mapInPandas(parse_batches(settings.max_line_bytes, sources, settings.home),
                                PARSED_DDL).persist()
@@ -136,14 +138,15 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
                 "_kept_file", "_kept_line"
             )
         )
-        quarantine.append(bad, app_id, batch_id)
+        split = dict(parsed.groupBy("ok").count().collect())
+        counts = {"valid": split.get(True, 0), "quarantined": split.get(False, 0)}
+        counts["rows"] = counts["valid"] + counts["quarantined"]
+        if counts["quarantined"]:  # an empty append still costs a Delta commit
+            quarantine.append(bad, app_id, batch_id)
         duplicates.append(
             dup_rows.withColumn("duplicate_time", F.current_timestamp()), app_id, batch_id
         )
         silver.append(new_rows.withColumn("silver_time", F.current_timestamp()), app_id, batch_id)
-        split = dict(parsed.groupBy("ok").count().collect())
-        counts = {"valid": split.get(True, 0), "quarantined": split.get(False, 0)}
-        counts["rows"] = counts["valid"] + counts["quarantined"]
         log(f"{QUERY}: batch {batch_id}: {counts['rows']} bronze rows, "
             f"{counts['quarantined']} quarantined")
         return counts
