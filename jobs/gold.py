@@ -198,8 +198,14 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
             f"{settings.partial_match_policy.upper()} spilling")
 
     def each_batch(batch, batch_id: int) -> None:  # noqa: ANN001
-        if batch.isEmpty():  # e.g. a stream's first batch over a new, empty silver table:
-            return  # no key is touched, so no query can find anything (was ~10 s of jobs)
+        batch = batch.persist()  # every query reads it: one scan of the new silver rows
+        try:
+            if not batch.isEmpty():  # e.g. the first batch over a new, empty silver table
+                detect_batch(batch, batch_id)  # (none touches a key: nothing to find)
+        finally:
+            batch.unpersist()
+
+    def detect_batch(batch, batch_id: int) -> None:  # noqa: ANN001
         version = silver.version()
         detected = datetime.now(UTC)
         history = silver.as_of(version)

@@ -109,12 +109,16 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
 
     from lakecep.sources import load_sources, sources_dir
 
-    if batch.isEmpty():  # e.g. a stream's first batch over a new, empty bronze table
-        return {"valid": 0, "quarantined": 0, "rows": 0}
     sources = load_sources(sources_dir(settings))
     parsed = batch.mapInPandas(parse_batches(settings.max_line_bytes, sources, settings.home),
                                PARSED_DDL).persist()
     try:
+        # counted first: the batch is read once (the stream's input-row count stays true)
+        split = dict(parsed.groupBy("ok").count().collect())
+        counts = {"valid": split.get(True, 0), "quarantined": split.get(False, 0)}
+        counts["rows"] = counts["valid"] + counts["quarantined"]
+        if not counts["rows"]:  # e.g. a stream's first batch over a new, empty bronze table
+            return counts
         bad = parsed.where(~F.col("ok")).select(
             "raw", "source_file", "line_no", "ingest_time", "reason",
             F.current_timestamp().alias("quarantine_time"),
@@ -138,9 +142,6 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
                 "_kept_file", "_kept_line"
             )
         )
-        split = dict(parsed.groupBy("ok").count().collect())
-        counts = {"valid": split.get(True, 0), "quarantined": split.get(False, 0)}
-        counts["rows"] = counts["valid"] + counts["quarantined"]
         if counts["quarantined"]:  # an empty append still costs a Delta commit
             quarantine.append(bad, app_id, batch_id)
         duplicates.append(
