@@ -105,10 +105,6 @@ def summarise(settings: Settings, job: str, result: object, seconds: float,
         note = f"{evaluated - failed}/{evaluated} expectations passed"
     elif job == "statistics":
         rows_in, unit = getattr(result, "events", None), "events"
-    elif job == "gold":
-        # Spark counts a foreachBatch source's rows once per action over the batch (gold
-        # runs several per query), so its input count is not the number of silver rows.
-        rows_in = None
     elif job == "tune":
         note = f"config v{getattr(result, 'version', '?')}"
     batches = getattr(result, "batches", None)

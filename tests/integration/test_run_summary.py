@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from lakecep import console
-from lakecep.jobs import bronze, run_summary, silver
+from lakecep.jobs import bronze, gold, run_summary, silver
 from lakecep.jobs.tables import LakeTable
 
 pytestmark = pytest.mark.spark
@@ -42,6 +42,10 @@ def test_summary_rows_match_the_tables(spark, settings, tmp_path: Path) -> None:
     assert first_silver.rows_out == count("silver.events") == 5
     assert first_silver.quarantined == count("silver.quarantine") == 1
     assert first_silver.duplicates == count("silver.duplicates") == 2
+    # gold reads each new silver row once (Spark counts a batch's rows per scan of it)
+    before = run_summary.versions(local, "gold")
+    gold_row = run_summary.summarise(local, "gold", gold.run(spark, local), 1.0, before)
+    assert (gold_row.rows_in, gold_row.in_unit) == (count("silver.events"), "rows")
 
     # A second run over nothing new writes nothing: the counts are of this run only.
     before = run_summary.versions(local, "silver")
