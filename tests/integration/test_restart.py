@@ -26,6 +26,14 @@ def commits(table_path: Path) -> int:
     return len(list(log.glob("*.json"))) if log.exists() else 0
 
 
+def _why(err: str) -> str:
+    """A failed job's stderr for the report: the exception lines (Python and Java, which a
+    plain tail cuts off under a long stack), then the tail."""
+    causes = [line for line in err.splitlines()
+              if any(w in line for w in ("Error", "Exception", "Caused by", 'File "'))]
+    return "\n".join(causes[:60]) + "\n...\n" + err[-1500:]
+
+
 def run_job(job: str, env: dict[str, str], *, kill_after_commits: int | None = None,
             table: Path | None = None) -> bool:
     """Run ``lakecep run <job>``; with ``kill_after_commits``, SIGKILL it once ``table`` has
@@ -35,7 +43,7 @@ def run_job(job: str, env: dict[str, str], *, kill_after_commits: int | None = N
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if kill_after_commits is None:
         _, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err[-3000:]
+        assert proc.returncode == 0, _why(err)
         return False
     assert table is not None
     deadline = time.monotonic() + 600
@@ -46,7 +54,7 @@ def run_job(job: str, env: dict[str, str], *, kill_after_commits: int | None = N
             return True
         time.sleep(0.05)
     _, err = proc.communicate()
-    assert proc.returncode == 0, err[-3000:]
+    assert proc.returncode == 0, _why(err)
     return False
 
 
