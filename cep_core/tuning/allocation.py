@@ -142,6 +142,10 @@ def _spectral_tail(u: FloatArray, rho: float) -> FloatArray:
     """``P(W > u·D)`` by the residue series (accurate for ``u`` not too small)."""
     z_real, z_c = _poles(rho)
     tail = (1.0 - rho) * np.exp((rho - z_real) * u) / (z_real - 1.0)
+    # a complex pole's term is at most |e^{(ρ - z_k) u_min} / (z_k - 1)|: only the first few
+    # reach 1e-20 (the others underflow far below a double's resolution of 1 - tail)
+    bound = np.exp((rho - z_c.real) * float(u.min())) / np.abs(z_c - 1.0)
+    z_c = z_c[bound > 1e-20]
     terms = (1.0 - rho) * np.exp(np.outer(u, rho - z_c)) / (z_c - 1.0)
     return np.asarray(tail + 2.0 * terms.real.sum(axis=1), dtype=np.float64)
 
@@ -365,12 +369,25 @@ def chain_disorder(lams: Sequence[float], mus: Sequence[float], gaps: Sequence[f
     for lam, mu in pairs:
         atom, cell = grid.masses(lam, mu, model)
         probs.append(np.concatenate(([atom], cell)))
-    diff = points[:, None] - points[None, :]  # w - v
     phi = np.ones_like(points)
     for i in range(n - 2, -1, -1):
-        kernel = np.where(diff < 0, 1.0, np.exp(-rates[i] * np.maximum(diff, 0.0)))
-        phi = kernel @ (probs[i + 1] * phi)
+        phi = _gap_kernel(points, rates[i], probs[i + 1] * phi)
     return float(np.clip(1.0 - probs[0] @ phi, 0.0, 1.0))
+
+
+def _gap_kernel(points: FloatArray, rate: float, x: FloatArray) -> FloatArray:
+    """``y_j = Σ_k K(p_j, p_k) x_k`` with ``K(w, v) = P(w < v + t)`` for ``t ~ Exp(rate)``:
+    1 where ``v >= w``, ``exp(-rate (w - v))`` where ``v < w``; ``points`` ascending.
+    O(n): a suffix sum plus the exponentially weighted prefix sum
+    ``E_j = exp(-rate (p_j - p_{j-1})) E_{j-1} + x_j`` (factors <= 1: stable). The n x n
+    kernel matrix it replaces cost ~0.2 s per call at 1,200 cells."""
+    after = np.cumsum(x[::-1])[::-1] - x  # Σ_{k > j} x_k
+    decay = np.exp(-rate * np.diff(points)).tolist()
+    values = x.tolist()
+    weighted = [values[0]]
+    for a, value in zip(decay, values[1:], strict=True):
+        weighted.append(a * weighted[-1] + value)
+    return np.asarray(after + np.asarray(weighted), dtype=np.float64)
 
 
 def theorem2_disorder(lams: Sequence[float], mus: Sequence[float], gaps: Sequence[float],

@@ -208,3 +208,33 @@ def test_min_capacity_exact_at_light_and_heavy_load() -> None:
     heavy = A.min_capacity(0.3, 60.0, 0.95, "exact")
     assert heavy > 0.3
     assert A.satisfaction(heavy, 0.3, 60.0, "exact") == pytest.approx(0.95, abs=1e-6)
+
+
+def _chain_disorder_by_matrix(lams: list[float], mus: list[float], gaps: list[float],
+                              model: A.Model) -> float:
+    """The reference: formula 17's backward recursion with the whole n x n gap kernel."""
+    pairs = list(zip(lams, mus, strict=True))
+    grid = A.WaitGrid.build(pairs, model)
+    points = np.concatenate(([0.0], grid.mid))
+    probs = [np.concatenate(([atom], cell)) for atom, cell in
+             (grid.masses(lam, mu, model) for lam, mu in pairs)]
+    diff = points[:, None] - points[None, :]
+    phi = np.ones_like(points)
+    for i in range(len(lams) - 2, -1, -1):
+        kernel = np.where(diff < 0, 1.0, np.exp(-gaps[i] * np.maximum(diff, 0.0)))
+        phi = kernel @ (probs[i + 1] * phi)
+    return float(np.clip(1.0 - probs[0] @ phi, 0.0, 1.0))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.floats(10.0, 2000.0), st.floats(1.05, 6.0)), min_size=2,
+                max_size=5),
+       st.lists(st.floats(1e-3, 1e5), min_size=4, max_size=4),
+       st.sampled_from(["approx", "exact"]))
+def test_chain_disorder_equals_the_matrix_recursion(streams: list[tuple[float, float]],
+                                                    gaps: list[float], model: A.Model) -> None:
+    lams = [lam for lam, _ in streams]
+    mus = [lam * load for lam, load in streams]
+    gaps = gaps[: len(lams) - 1]
+    assert A.chain_disorder(lams, mus, gaps, model) == pytest.approx(
+        _chain_disorder_by_matrix(lams, mus, gaps, model), abs=1e-9)
