@@ -7,7 +7,6 @@ import dataclasses
 import json
 import shutil
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -20,26 +19,37 @@ from lakecep.queries import LiveArchiveQuery, load_queries
 pytestmark = [pytest.mark.spark, pytest.mark.airflow, pytest.mark.slow]
 
 
-@pytest.mark.parametrize("strategy", ["alaa", "llaa", "ollaa", "sllaa"])
-def test_every_strategy_equals_ground_truth(pipeline_run: dict, spark, tmp_path: Path,  # noqa: ANN001
-                                            strategy: str) -> None:
+STRATEGIES = ("alaa", "llaa", "ollaa", "sllaa")
+
+
+@pytest.fixture(scope="module")
+def every_strategy(pipeline_run: dict, spark, tmp_path_factory: pytest.TempPathFactory) -> dict:  # noqa: ANN001
+    """One gold run from scratch over a copy of the pipeline's silver, with rfid_transit
+    once per strategy (query ``rfid_transit_<strategy>``, the strategy its own) and a
+    small RBuffer (most ranges are read from Delta). One run, not four: the queries keep
+    apart state, access records and gold rows by query id."""
     source = load_settings({"LAKECEP_HOME": str(pipeline_run["lake_home"])})
-    truth = json.loads((source.truth_dir / "truth.json").read_text())
-    expected = {tuple(ids) for ids in truth["rfid_transit"]}
-    # A lake of our own holding a copy of the pipeline's silver; gold runs from scratch,
-    # forced to this strategy, with a small RBuffer (most ranges are read from Delta).
-    shutil.copytree(source.table_path("silver.events"),
-                    tmp_path / "lake" / "silver" / "events")
-    settings = dataclasses.replace(source, home=tmp_path, live_archive_strategy=strategy,
+    home = tmp_path_factory.mktemp("every_strategy")
+    shutil.copytree(source.table_path("silver.events"), home / "lake" / "silver" / "events")
+    settings = dataclasses.replace(source, home=home, live_archive_strategy="",
                                    rbuffer_rows=300)
     query = next(q for q in load_queries() if q.id == "rfid_transit")
     assert isinstance(query, LiveArchiveQuery)
-    query = dataclasses.replace(query, tolerated_latency=timedelta(hours=2))
-    gold.run(spark, settings, queries=[query])
+    queries = [dataclasses.replace(query, id=f"rfid_transit_{s}", strategy=s,
+                                   tolerated_latency=timedelta(hours=2)) for s in STRATEGIES]
+    gold.run(spark, settings, queries=queries)
+    truth = json.loads((source.truth_dir / "truth.json").read_text())
+    return {"settings": settings, "expected": {tuple(ids) for ids in truth["rfid_transit"]},
+            "gold": gold_sequences(spark, settings),
+            "access": LakeTable(spark, settings, "gold.archive_access").read().collect(),
+            "silver_rows": LakeTable(spark, settings, "silver.events").read().count()}
 
-    assert gold_sequences(spark, settings)["rfid_transit"] == expected
-    access = LakeTable(spark, settings, "gold.archive_access").read().collect()
-    silver_rows = LakeTable(spark, settings, "silver.events").read().count()
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_every_strategy_equals_ground_truth(every_strategy: dict, strategy: str) -> None:
+    expected, silver_rows = every_strategy["expected"], every_strategy["silver_rows"]
+    assert every_strategy["gold"][f"rfid_transit_{strategy}"] == expected
+    access = [a for a in every_strategy["access"] if a.query_id == f"rfid_transit_{strategy}"]
     assert access and {a.strategy for a in access} == {strategy}
     assert sum(a.complex_events for a in access) == len(expected)
     assert all(a.delta_files_read >= 1 and a.delta_rows_scanned >= a.rows_from_buffer
