@@ -236,7 +236,7 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                     f"{record['partial_hits']} hits, {record['partial_misses']} misses, "
                     f"{record['partial_new_keys']} new keys, {record['partial_spilled']} "
                     f"spilled, {record['replayed_keys']} keys replayed from history")
-            record_access(spark, settings, found.access, detected)
+            record_access(spark, settings, found.access, detected, stream_id())
             for record in found.plans:
                 log(f"{QUERY}: batch {batch_id}: {record['query_id']}: acquisition "
                     f"{record['acquisition']} {record['plan']} (statistics run "
@@ -250,6 +250,9 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                 f"(silver history pinned at version {version})")
         finally:
             rows.unpersist()
+
+    def stream_id() -> str:  # the same after a restart: Spark keeps it in the checkpoint
+        return str(next(q.id for q in spark.streams.active if q.name == QUERY))
 
     writer = silver.stream(max_files).writeStream.foreachBatch(each_batch)
     return run_stream(writer, settings, QUERY, continuous=continuous)

@@ -87,3 +87,5 @@ def test_killed_jobs_restart_without_loss_or_duplicates(spark, settings, tmp_pat
     assert silver_rows.select("event_id").distinct().count() == silver_rows.count()
     gold_rows = LakeTable(spark, local, "gold.complex_events").read()
     assert gold_rows.select("query_id", "match_id").distinct().count() == gold_rows.count()
+    access = LakeTable(spark, local, "gold.archive_access").read()  # one record per batch
+    assert access.select("query_id", "batch_id").distinct().count() == access.count() > 0
