@@ -17,7 +17,14 @@ import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 from .compile import patterns as P
 from .compile.booleans import check_boolean_conditions, frame_column_kind
 from .compile.checks import check_extensions
-from .compile.expressions import AnyColumns, ExprCompiler, Scope, conjuncts, is_row_local, walk
+from .compile.expressions import (
+    AnyColumns,
+    ExprCompiler,
+    Scope,
+    column_references,
+    conjuncts,
+    is_row_local,
+)
 from .compile.fast_plan import plan_fast
 from .compile.state import Fn, MatchState
 from .compile.values import column_values, to_python
@@ -285,13 +292,11 @@ class Bound:
         self.partition_cols = [scope.column(c) for c in m.partition_by]
         self.order_cols = [scope.column(s.column) for s in m.order_by]
         self.local_parts, self.dependent, self.measures = q._compile_expressions(columns)
-        self.used_columns = sorted({scope.column(n) for e in self._all_exprs() for n in walk(e)
-                                    if isinstance(n, ast.Column) and not _is_classifier_arg(
-                                        n, e)})
+        self.used_columns = sorted({scope.column(n) for e in self._all_exprs()
+                                    for n in column_references(e)})
         self.define_columns = {
             scope.column(n) for d in m.defines for part in conjuncts(d.condition)
-            if not is_row_local(part, d.var) for n in walk(part) if isinstance(n, ast.Column)
-            and not _is_classifier_arg(n, part)}
+            if not is_row_local(part, d.var) for n in column_references(part)}
         lowered = {c.lower() for c in columns}
         self.measure_names = [me.name for me in m.measures]
         if m.rows_per_match != "ONE":
@@ -499,13 +504,6 @@ class Partition:
     lo: int
     hi: int
     matches: list[RawMatch]
-
-
-def _is_classifier_arg(node: ast.Column, expr: ast.Expr) -> bool:
-    for n in walk(expr):
-        if isinstance(n, ast.Call) and n.name == "CLASSIFIER" and node in n.args:
-            return any(a is node for a in n.args)
-    return False
 
 
 def _blame(pattern: ast.Pattern) -> tuple[str, tuple[int, int]]:

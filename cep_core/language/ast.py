@@ -124,6 +124,8 @@ class Call(Expr):
     semantics: str | None = None
     pos: Pos = _pos()
     distinct: bool = False  # COUNT(DISTINCT x)
+    # An aggregate's ``FILTER (WHERE condition)``: only rows where it is TRUE are aggregated.
+    filter: Expr | None = None
 
 
 @dataclass(frozen=True)

@@ -759,12 +759,14 @@ class _Parser:
                 if not isinstance(call, ast.Call):
                     raise QueryError(f"{word} must be followed by a function call such as "
                                      "LAST(...) or SUM(...)", *pos)
-                if call.name in ("PREV", "NEXT", "MATCH_NUMBER"):
+                if call.name in ("PREV", "NEXT", "MATCH_NUMBER", "CLASSIFIER"):
                     # Trino / SQL:2016: RUNNING and FINAL qualify logical navigation
-                    # (FIRST, LAST) and aggregates; PREV/NEXT navigate physically.
+                    # (FIRST, LAST) and aggregates; PREV/NEXT navigate physically. The
+                    # final classifier is written FINAL LAST(CLASSIFIER()).
                     raise QueryError(f"{word} cannot be applied to {call.name}; it applies "
-                                     "to FIRST, LAST, CLASSIFIER and aggregates", *pos)
-                return ast.Call(call.name, call.args, word, pos, call.distinct)
+                                     "to FIRST, LAST and aggregates (e.g. FINAL "
+                                     "LAST(CLASSIFIER()))", *pos)
+                return ast.Call(call.name, call.args, word, pos, call.distinct, call.filter)
             if self._peek().kind is Kind.SYMBOL and self._peek().text == "(" and (
                     word not in RESERVED or word in _RESERVED_FUNCTIONS):
                 return self._parse_call()
@@ -869,7 +871,15 @@ class _Parser:
         self._expect_sym(")", f"to close {name}(")
         if distinct and len(args) != 1:
             raise QueryError("COUNT(DISTINCT ...) takes exactly one expression", *pos)
-        return ast.Call(name, tuple(args), None, pos, distinct)
+        condition = None
+        # FILTER is non-reserved: it starts a filter clause only as FILTER ( WHERE.
+        if self._is_kw("FILTER") and self._peek().text == "(" and self._peek(2).upper == "WHERE":
+            self._advance()
+            self._advance()
+            self._expect_kw("WHERE")
+            condition = self._parse_expr()
+            self._expect_sym(")", "to close FILTER (WHERE ...")
+        return ast.Call(name, tuple(args), None, pos, distinct, condition)
 
     def _parse_call_arg(self) -> ast.Expr:
         pos = self._pos()

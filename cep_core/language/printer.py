@@ -287,7 +287,8 @@ def _(e: ast.Case) -> str:
 def _(e: ast.Call) -> str:
     prefix = f"{e.semantics} " if e.semantics else ""
     distinct = "DISTINCT " if e.distinct else ""
-    return f"{prefix}{e.name}({distinct}{', '.join(_render(a) for a in e.args)})"
+    text = f"{prefix}{e.name}({distinct}{', '.join(_render(a) for a in e.args)})"
+    return text if e.filter is None else f"{text} FILTER (WHERE {_render(e.filter)})"
 
 
 @_render.register

@@ -36,6 +36,11 @@ CONDITIONS = [
     "x > PREV(FIRST(x))", "SUM(x) < 4", "COUNT(*) <= 3", "COUNT({v}.*) < 3", "AVG(y) >= 0",
     "MIN(x) > -2", "MAX(y) < 3", "MATCH_NUMBER() % 2 = 1", "CLASSIFIER() = '{v}' OR x > 1",
     "x > LAST({v}.x) OR y > 1", "RUNNING SUM(y) > 0", "NOT (x > y)",
+    # CLASSIFIER inside navigation and aggregates, aggregate FILTER (issue 13)
+    "PREV(CLASSIFIER()) = '{v}'", "LAST(CLASSIFIER(), 1) = '{v}' OR x > 0",
+    "SUM(CASE WHEN CLASSIFIER() = '{v}' THEN x END) < 3", "COUNT(*) FILTER (WHERE x > 0) < 2",
+    "COUNT(CASE WHEN CLASSIFIER() = '{v}' THEN 1 END) FILTER (WHERE y IS NOT NULL) <= 2",
+    "SUM({v}.x) FILTER (WHERE {v}.y > 0) <= 2",
 ]
 MEASURES = [
     "MATCH_NUMBER() AS mn", "CLASSIFIER() AS cls", "FIRST(x) AS fx", "LAST(y) AS ly",
@@ -45,6 +50,11 @@ MEASURES = [
     "MAX({v}.y) AS mby", "RUNNING SUM(y) AS rsy", "FINAL SUM(y) AS fsy",
     "FINAL COUNT(*) AS fn", "RUNNING LAST(x) AS rlx", "FINAL LAST(x) AS flx",
     "FINAL MAX(x) AS fmx", "CLASSIFIER({v}) AS ca", "ts AS t", "FINAL AVG({v}.x) AS fav",
+    "FINAL LAST(CLASSIFIER()) AS flc", "PREV(CLASSIFIER()) AS pc", "NEXT(CLASSIFIER()) AS nc",
+    "FIRST(CLASSIFIER(), 1) AS fc1", "LAST(CLASSIFIER({v})) AS lcv",
+    "SUM(CASE WHEN CLASSIFIER() = '{v}' THEN x END) AS scx", "SUM(MATCH_NUMBER()) AS smn",
+    "COUNT(*) FILTER (WHERE x > 0) AS cf", "FINAL SUM({v}.x) FILTER (WHERE {v}.y >= 0) AS sf",
+    "COUNT({v}.*) FILTER (WHERE CLASSIFIER({v}) = 'A') AS cfa",
 ]
 ROWS = ["ONE ROW PER MATCH", "ALL ROWS PER MATCH", "ALL ROWS PER MATCH SHOW EMPTY MATCHES",
         "ALL ROWS PER MATCH OMIT EMPTY MATCHES", "ALL ROWS PER MATCH WITH UNMATCHED ROWS"]
