@@ -297,13 +297,7 @@ class Bound:
         self.define_columns = {
             scope.column(n) for d in m.defines for part in conjuncts(d.condition)
             if not is_row_local(part, d.var) for n in column_references(part)}
-        lowered = {c.lower() for c in columns}
         self.measure_names = [me.name for me in m.measures]
-        if m.rows_per_match != "ONE":
-            for me in m.measures:
-                if me.name.lower() in lowered:
-                    raise QueryError(f"measure name {me.name} clashes with an input column "
-                                     "(ALL ROWS PER MATCH outputs both)", *me.pos)
         skip = m.skip
         self.skip = SkipPolicy(skip.kind, q._sets.get(skip.var) if skip.var else None,
                                skip.var or "", skip.pos)
@@ -442,13 +436,11 @@ class Bound:
         if self.q.match.emit_timeouts:
             names.append(TIMED_OUT)
         if not records:
-            data = {c: work[c].iloc[:0] for c in self.partition_cols}
-            frame = pd.DataFrame(data).reset_index(drop=True)
-            for name in self.measure_names:
-                frame[name] = pd.Series([], dtype=object)
+            empty = [work[c].iloc[:0].reset_index(drop=True) for c in self.partition_cols]
+            empty += [pd.Series([], dtype=object) for _ in self.measure_names]
             if self.q.match.emit_timeouts:
-                frame[TIMED_OUT] = pd.Series([], dtype=bool)
-            return frame
+                empty.append(pd.Series([], dtype=bool))
+            return _frame(names, empty)
         if not names:
             return pd.DataFrame(index=range(len(records)))
         return pd.DataFrame.from_records(records, columns=names)
@@ -482,18 +474,24 @@ class Bound:
                     take.append(row)
                     measure_rows.append(self._measures_at(st, mt, i + 1))
                     timed_out.append(mt.timed_out)
+        # Trino / SQL:2016: PARTITION BY columns, ORDER BY columns, measures, then the
+        # remaining input columns. A measure named like an input column is a column of its
+        # own next to it (built by position: neither replaces the other).
         lead = list(dict.fromkeys(self.partition_cols + self.order_cols))
         rest = [c for c in work.columns if c not in lead]
         base = work.iloc[take].reset_index(drop=True)
-        out = base[lead].copy()
+        names: list[str] = list(lead)
+        series: list[pd.Series] = [base[c] for c in lead]
         for j, name in enumerate(self.measure_names):
             values = [r[j] for r in measure_rows]
-            out[name] = pd.Series(values, dtype=object if not values else None)
+            names.append(name)
+            series.append(pd.Series(values, dtype=object if not values else None))
         if self.q.match.emit_timeouts:
-            out[TIMED_OUT] = pd.Series(timed_out, dtype=bool)
-        for c in rest:
-            out[c] = base[c]
-        return out
+            names.append(TIMED_OUT)
+            series.append(pd.Series(timed_out, dtype=bool))
+        names += rest
+        series += [base[c] for c in rest]
+        return _frame(names, series)
 
 
 @dataclass
@@ -504,6 +502,15 @@ class Partition:
     lo: int
     hi: int
     matches: list[RawMatch]
+
+
+def _frame(names: list[str], columns: list[pd.Series]) -> pd.DataFrame:
+    """A frame of ``columns`` named ``names`` (which may repeat), in that order."""
+    if not columns:
+        return pd.DataFrame()
+    frame = pd.concat([c.reset_index(drop=True) for c in columns], axis=1, ignore_index=True)
+    frame.columns = names
+    return frame
 
 
 def _blame(pattern: ast.Pattern) -> tuple[str, tuple[int, int]]:

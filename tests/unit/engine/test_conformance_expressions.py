@@ -250,3 +250,41 @@ def test_non_boolean_define_is_rejected_at_the_condition(condition: str) -> None
     assert "must be boolean" in str(err)
     start = PREFIX + body.index(" AS " + condition) + 5
     assert err.line == 1 and start <= err.column < start + len(condition)
+
+
+# ----------------------------------------------------------------------------- output names
+
+# Trino docs, "Rows per match": ALL ROWS PER MATCH outputs the PARTITION BY columns, the
+# ORDER BY columns, the measures and the remaining input columns; Trino's analyzer adds a
+# measure as a field of its own, so a measure named like an input column is a second column
+# of that name (neither replaces the other) and naming it later is ambiguous.
+def test_measure_named_like_an_input_column_under_all_rows() -> None:
+    df = pd.DataFrame({"p": ["k"] * 4, "id": [1, 2, 3, 4], "v": [3, 2, 4, 9], "w": [7] * 4})
+    body = ("PARTITION BY p ORDER BY id MEASURES FINAL LAST(v) AS v, CLASSIFIER() AS w, "
+            "MATCH_NUMBER() AS P ALL ROWS PER MATCH PATTERN (A B+ C) "
+            "DEFINE B AS v < PREV(v), C AS v > PREV(v)")
+    got = run(body, df)
+    assert list(got.columns) == ["p", "id", "v", "w", "P", "v", "w"]
+    assert rows(got) == [("k", 1, 4, "A", 1, 3, 7), ("k", 2, 4, "B", 1, 2, 7),
+                         ("k", 3, 4, "C", 1, 4, 7)]
+    for select, column in (("v", 8), ("id, W", 12)):
+        with pytest.raises(QueryError, match="ambiguous") as err:
+            run(body, df, select=select)
+        assert (err.value.line, err.value.column) == (1, column)
+    with pytest.raises(QueryError, match="ambiguous"):
+        run(body, df, select="id", tail="ORDER BY v")
+    # the unambiguous columns can still be selected and sorted by (an exact spelling first,
+    # as for input columns: p is the partition column, P the measure)
+    assert list(run(body, df, select="p, P").columns) == ["p", "P"]
+    assert rows(run(body, df, select="id AS i", tail="ORDER BY id DESC")) == [(3,), (2,), (1,)]
+    _incremental_same(f"SELECT * FROM t MATCH_RECOGNIZE ({body})", df)
+
+
+def test_measure_named_like_a_column_on_an_empty_result() -> None:
+    df = pd.DataFrame({"id": [1], "v": [1]})
+    got = run("ORDER BY id MEASURES LAST(v) AS v ALL ROWS PER MATCH PATTERN (A B) "
+              "DEFINE B AS v > 5", df)
+    assert list(got.columns) == ["id", "v", "v"] and len(got) == 0
+    got = run("PARTITION BY v ORDER BY id MEASURES LAST(id) AS v ONE ROW PER MATCH "
+              "PATTERN (A B) DEFINE B AS v > 5", df)
+    assert list(got.columns) == ["v", "v"] and len(got) == 0
