@@ -24,6 +24,7 @@ from .compile.expressions import (
     column_references,
     conjuncts,
     is_row_local,
+    walk,
 )
 from .compile.fast_plan import plan_fast
 from .compile.state import Fn, MatchState
@@ -47,7 +48,7 @@ from .runtime.output import Match as Match
 from .runtime.output import select
 from .runtime.time_axis import order_numbers
 from .runtime.values import LazyColumn
-from .runtime.vectorized import evaluate_condition
+from .runtime.vectorized import evaluate_condition, evaluate_values
 
 if TYPE_CHECKING:
     from .uncertain.plan import UncertainPlan
@@ -90,6 +91,11 @@ class CompiledQuery:
         if self.match.uncertain is not None:
             from .uncertain.plan import check_query
 
+            keys = (*self.match.partition_by, *(s.column for s in self.match.order_by))
+            computed = next((k for k in keys if k.computed is not None), None)
+            if computed is not None:
+                raise QueryError("PARTITION BY / ORDER BY expressions cannot be combined with "
+                                 "UNCERTAIN TIME; use columns", *computed.pos, query=query)
             try:
                 self.uncertain_plan = check_query(self.match)
             except QueryError as err:
@@ -187,11 +193,51 @@ class CompiledQuery:
             if me.name.lower() in names:
                 raise QueryError(f"measure {me.name} is defined twice", *me.pos)
             names.add(me.name.lower())
+        self._check_keys()
         self.program = P.compile_pattern(m.pattern, self._variables)
         # Compile every expression against a schema that accepts any column, so that
         # unknown variables, functions and misuse of FINAL are reported before any data.
         self._compile_expressions(AnyColumns())
         check_boolean_conditions(m)
+
+    def _check_keys(self) -> None:
+        """PARTITION BY / ORDER BY expressions (lakecep extension) read the input row only."""
+        self._computed: dict[str, ast.Expr] = {}
+        m = self.match
+        for key in (*m.partition_by, *(s.column for s in m.order_by)):
+            expr = key.computed
+            if expr is None:
+                continue
+            clause = "PARTITION BY" if key in m.partition_by else "ORDER BY"
+            for node in walk(expr):
+                pos: ast.Pos = getattr(node, "pos", key.pos)
+                if isinstance(node, ast.Column) and node.var is not None:
+                    raise QueryError(f"{clause} expressions read the input row: {node.var}."
+                                     f"{node.name} refers to a pattern variable", *pos)
+                if isinstance(node, ast.Star) or isinstance(node, ast.Call) and (
+                        node.name in ("PREV", "NEXT", "FIRST", "LAST", "CLASSIFIER",
+                                      "MATCH_NUMBER", "COUNT", "SUM", "AVG", "MIN", "MAX")):
+                    what = "*" if isinstance(node, ast.Star) else f"{node.name}(...)"
+                    raise QueryError(f"{what} cannot be used in a {clause} expression (it "
+                                     "reads the input row only)", *pos)
+            ExprCompiler(Scope(AnyColumns(), {}, clause)).compile(expr)
+            self._computed.setdefault(key.name, expr)
+
+    def with_keys(self, df: pd.DataFrame) -> pd.DataFrame:
+        """``df`` with a column for each PARTITION BY / ORDER BY expression, named by its
+        printed text (an input column of exactly that name is taken as the key's value)."""
+        if not getattr(self, "_computed", None):
+            return df
+        missing = [name for name in self._computed if name not in df.columns]
+        if not missing:
+            return df
+        columns = tuple(str(c) for c in df.columns)
+        out = df.copy(deep=False)
+        for name in missing:
+            clause = "PARTITION BY" if name in self.partition_by else "ORDER BY"
+            values = evaluate_values(self._computed[name], df, Scope(columns, {}, clause))
+            out[name] = values.set_axis(df.index)
+        return out
 
     def _compile_expressions(self, columns: Sequence[str]) -> tuple[
             list[list[ast.Expr]], list[Fn | None], list[Fn]]:
@@ -249,6 +295,7 @@ class CompiledQuery:
                              "cep_core.uncertain.evaluate()", *self.uncertain_plan.clause.pos,
                              query=self.text)
         with query_errors(self.text):
+            df = self.with_keys(df)
             bound = self._bind(df)
             if self._fast is not None:
                 found = self._fast.find_matches(bound, df)
@@ -263,6 +310,7 @@ class CompiledQuery:
                 from .uncertain.evaluation import evaluate_compiled
 
                 return evaluate_compiled(self, df).table
+            df = self.with_keys(df)
             bound = self._bind(df)
             if self._fast is not None:
                 table = self._fast.run(bound, df)

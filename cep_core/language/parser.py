@@ -215,9 +215,9 @@ class _Parser:
         rows_written = skip_written = False
         skip = ast.SkipTo()
         if self._match_kw("PARTITION", "BY"):
-            partition_by = self._parse_column_list()
+            partition_by = self._parse_key_list()
         if self._match_kw("ORDER", "BY"):
-            order_by = self._parse_sort_list()
+            order_by = self._parse_sort_list(keys=True)
         if self._match_kw("MEASURES"):
             measures = self._parse_measures()
         if self._is_kw("ONE") or self._is_kw("ALL"):
@@ -374,20 +374,40 @@ class _Parser:
             cols.append(self._parse_plain_column())
         return tuple(cols)
 
+    def _parse_key_list(self) -> tuple[ast.Column, ...]:
+        keys = [self._parse_key()]
+        while self._match_sym(","):
+            keys.append(self._parse_key())
+        return tuple(keys)
+
+    def _parse_key(self) -> ast.Column:
+        """A PARTITION BY / ORDER BY key: a column, or (lakecep extension) an expression of
+        the input row, named by its printed text (docs/query-language.md)."""
+        from .printer import to_sql
+
+        pos = self._pos()
+        expr = self._parse_expr()
+        if isinstance(expr, ast.Column) and expr.var is None and expr.computed is None:
+            return ast.Column(expr.name, None, expr.quoted, pos)
+        return ast.Column(to_sql(expr), None, True, pos, expr)
+
     def _parse_plain_column(self) -> ast.Column:
         name, quoted, tok = self._parse_name("a column name")
         return ast.Column(name, None, quoted, self._pos(tok))
 
-    def _parse_sort_list(self) -> tuple[ast.SortItem, ...]:
-        items = [self._parse_sort_item()]
+    def _parse_sort_list(self, keys: bool = False) -> tuple[ast.SortItem, ...]:
+        items = [self._parse_sort_item(keys)]
         while self._match_sym(","):
-            items.append(self._parse_sort_item())
+            items.append(self._parse_sort_item(keys))
         return tuple(items)
 
-    def _parse_sort_item(self) -> ast.SortItem:
-        col = self._parse_plain_column()
-        if self._match_sym("."):  # alias.column in the outer ORDER BY
+    def _parse_sort_item(self, key: bool = False) -> ast.SortItem:
+        if key:
+            col = self._parse_key()
+        else:
             col = self._parse_plain_column()
+            if self._match_sym("."):  # alias.column in the outer ORDER BY
+                col = self._parse_plain_column()
         descending = False
         if self._match_kw("DESC"):
             descending = True

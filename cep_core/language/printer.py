@@ -182,6 +182,8 @@ def _expr(e: ast.Expr) -> str:
 
 
 def _column(c: ast.Column) -> str:
+    if c.computed is not None:  # a PARTITION BY / ORDER BY expression
+        return _render(c.computed)
     name = _ident(c.name, c.quoted)
     return name if c.var is None else f"{_var(c.var)}.{name}"
 

@@ -288,3 +288,90 @@ def test_measure_named_like_a_column_on_an_empty_result() -> None:
     got = run("PARTITION BY v ORDER BY id MEASURES LAST(id) AS v ONE ROW PER MATCH "
               "PATTERN (A B) DEFINE B AS v > 5", df)
     assert list(got.columns) == ["v", "v"] and len(got) == 0
+
+
+# ----------------------------------------------------------------------------- key expressions
+
+# lakecep extension: Trino and Oracle take column references in PARTITION BY / ORDER BY
+# (Trino: "Expected column reference"); lakecep also takes an expression of the input row.
+# Its output column (ONE ROW: the partition keys, ALL ROWS: partition and order keys) is
+# named by the expression as lakecep prints it (docs/query-language.md).
+TICKS = pd.DataFrame({
+    "sym": ["ab", "AB", "cd", "ab", "CD"],
+    "ts": pd.to_datetime([f"2024-01-01 00:00:0{i}" for i in (1, 2, 3, 4, 5)]),
+    "price": [3.0, 2.0, None, 4.0, 1.0]})
+
+
+def test_partition_by_expression_names_its_column() -> None:
+    got = run("PARTITION BY lower(sym) ORDER BY ts MEASURES COUNT(*) AS c, FIRST(price) AS f "
+              "PATTERN (A+) DEFINE A AS TRUE", TICKS)
+    assert list(got.columns) == ["LOWER(sym)", "c", "f"]
+    assert rows(got) == [("ab", 3, 3.0), ("cd", 2, None)]
+    assert rows(run("PARTITION BY lower(sym) ORDER BY ts MEASURES COUNT(*) AS c PATTERN (A+) "
+                    "DEFINE A AS TRUE", TICKS, select='"LOWER(sym)" AS s, c')) == [
+        ("ab", 3), ("cd", 2)]
+
+
+def test_order_by_expression_with_interval_under_all_rows() -> None:
+    body = ("PARTITION BY lower(sym) ORDER BY ts + INTERVAL '1' SECOND MEASURES "
+            "RUNNING COUNT(*) AS c ALL ROWS PER MATCH PATTERN (A+) DEFINE A AS TRUE")
+    got = run(body, TICKS)
+    assert list(got.columns) == ["LOWER(sym)", "ts + INTERVAL '1' SECOND", "c", "sym", "ts",
+                                 "price"]
+    assert got["ts + INTERVAL '1' SECOND"].tolist() == (
+        got["ts"] + pd.Timedelta(seconds=1)).tolist()
+    assert rows(got[["c", "sym"]]) == [(1, "ab"), (2, "AB"), (3, "ab"), (1, "cd"), (2, "CD")]
+    _incremental_same(f"SELECT * FROM t MATCH_RECOGNIZE ({body})", TICKS)
+
+
+def test_order_by_expression_desc_nulls_first() -> None:
+    got = run("ORDER BY price * 2 DESC NULLS FIRST MEASURES FIRST(price) AS f, "
+              "FIRST(price, 1) AS s, LAST(price) AS l PATTERN (A+) DEFINE A AS TRUE", TICKS)
+    assert rows(got) == [(None, 4.0, 1.0)]
+
+
+def test_key_expressions_print_and_parse_back() -> None:
+    text = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY lower(sym), sym ORDER BY "
+            "ts + INTERVAL '1' SECOND DESC NULLS LAST, price * 2 MEASURES COUNT(*) AS c "
+            "PATTERN (A) DEFINE A AS TRUE)")
+    tree = parse(text)
+    assert parse(to_sql(tree)) == tree
+    compiled = cep_core.compile_query(text)
+    assert compiled.partition_by == ["LOWER(sym)", "sym"]
+    assert compiled.order_by == [("ts + INTERVAL '1' SECOND", True), ("price * 2", False)]
+
+
+def test_an_input_column_named_like_the_key_is_its_value() -> None:
+    df = TICKS.assign(**{"LOWER(sym)": ["x", "x", "x", "y", "y"]})
+    got = run("PARTITION BY lower(sym) ORDER BY ts MEASURES COUNT(*) AS c PATTERN (A+) "
+              "DEFINE A AS TRUE", df)
+    assert rows(got) == [("x", 3), ("y", 2)]
+
+
+@pytest.mark.parametrize(("keys", "message"), [
+    ("PARTITION BY A.sym ORDER BY ts", "pattern variable"),
+    ("ORDER BY PREV(ts)", "cannot be used in a ORDER BY expression"),
+    ("PARTITION BY COUNT(*) ORDER BY ts", "cannot be used in a PARTITION BY expression"),
+    ("PARTITION BY CLASSIFIER() ORDER BY ts", "cannot be used in a PARTITION BY expression"),
+    ("PARTITION BY nosuch(sym) ORDER BY ts", "unknown function NOSUCH"),
+])
+def test_invalid_key_expressions_are_rejected(keys: str, message: str) -> None:
+    body = f"{keys} MEASURES COUNT(*) AS c PATTERN (A+) DEFINE A AS TRUE"
+    err = _error(body, TICKS)
+    assert message in str(err)
+    assert err.line == 1 and PREFIX < err.column <= PREFIX + len(keys)
+
+
+def test_unknown_column_in_a_key_expression_points_at_it() -> None:
+    body = "PARTITION BY lower(nosuch) ORDER BY ts MEASURES COUNT(*) AS c PATTERN (A+)"
+    err = _error(body, TICKS)
+    assert "unknown column 'nosuch'" in str(err)
+    assert err.column == PREFIX + body.index("nosuch") + 1
+
+
+def test_key_expressions_rejected_with_uncertain_time() -> None:
+    with pytest.raises(QueryError, match="expressions cannot be combined with UNCERTAIN TIME"):
+        cep_core.compile_query(
+            "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY lower(s) ORDER BY lo MEASURES "
+            "COUNT(*) AS c PATTERN (A B) UNCERTAIN TIME BETWEEN lo AND hi "
+            "DEFINE A AS TRUE)")

@@ -99,9 +99,10 @@ def queries(draw: st.DrawFn, rows_per_match: list[str]) -> str:
                                  "TO NEXT ROW", "TO FIRST", "TO LAST", "TO"]))
     if skip in ("TO FIRST", "TO LAST", "TO"):
         skip = f"{skip} {draw(st.sampled_from(used))}"
-    partition = draw(st.sampled_from(["", "PARTITION BY p "]))
+    partition = draw(st.sampled_from(["", "PARTITION BY p ", "PARTITION BY UPPER(p) "]))
     nulls = draw(st.sampled_from(["", " NULLS FIRST", " NULLS LAST"]))
-    return (f"SELECT * FROM t MATCH_RECOGNIZE ({partition}ORDER BY ts{nulls} "
+    order = draw(st.sampled_from(["ts", "ts", "ts * 2 + 1"]))  # expression keys (issue 13)
+    return (f"SELECT * FROM t MATCH_RECOGNIZE ({partition}ORDER BY {order}{nulls} "
             f"MEASURES {', '.join(measures)} {rows} AFTER MATCH SKIP {skip} "
             f"PATTERN ({pattern}) DEFINE {', '.join(defines) or used[0] + ' AS TRUE'})")
 
@@ -122,10 +123,13 @@ def tables(draw: st.DrawFn) -> pd.DataFrame:
 def _in_order(query: str, df: pd.DataFrame) -> pd.DataFrame:
     """The rows in the order the query sorts them (the order a stream delivers them)."""
     first = "NULLS FIRST" in query
-    (name, descending), *_ = cep_core.compile_query(query).order_by
-    column = next(c for c in df.columns if c.lower() == name.lower())
-    return df.sort_values(column, ascending=not descending, kind="mergesort",
-                          na_position="first" if first else "last").reset_index(drop=True)
+    compiled = cep_core.compile_query(query)
+    (name, descending), *_ = compiled.order_by
+    keyed = compiled.with_keys(df)  # an ORDER BY expression becomes a column
+    column = next(c for c in keyed.columns if c.lower() == name.lower())
+    ordered = keyed.sort_values(column, ascending=not descending, kind="mergesort",
+                                na_position="first" if first else "last")
+    return ordered[list(df.columns)].reset_index(drop=True)
 
 
 def _canon(v: Any) -> Any:
