@@ -899,6 +899,9 @@ class _Parser:
             self._expect_kw("WHERE")
             condition = self._parse_expr()
             self._expect_sym(")", "to close FILTER (WHERE ...")
+        elif self._is_kw("FILTER") and name in ("COUNT", "SUM", "AVG", "MIN", "MAX"):
+            raise self._error(f"expected FILTER (WHERE condition) after {name}(...), found "
+                              f"{self._peek().describe()} after FILTER")
         return ast.Call(name, tuple(args), None, pos, distinct, condition)
 
     def _parse_call_arg(self) -> ast.Expr:

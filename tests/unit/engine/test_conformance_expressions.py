@@ -237,6 +237,9 @@ def test_invalid_filters_are_rejected_at_their_position(measure: str, message: s
 def test_filter_needs_where_and_a_closing_parenthesis() -> None:
     err = _error(V_SHAPE.format(measures="SUM(v) FILTER (WHERE v > 0 AS x", rows=""))
     assert "to close FILTER" in str(err)
+    err = _error(V_SHAPE.format(measures="SUM(v) FILTER WHERE v > 0 AS x", rows=""))
+    assert "expected FILTER (WHERE condition) after SUM(...)" in str(err)
+    assert err.column == AT_MEASURE + len("SUM(v) ")
 
 
 # ----------------------------------------------------------------------------- invalid queries
