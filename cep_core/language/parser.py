@@ -11,34 +11,12 @@ import math
 
 from ..errors import QueryError
 from . import ast
-from .tokens import Kind, Token, tokenize
+from .printer import to_sql
+from .tokens import KEYWORDS as KEYWORDS
+from .tokens import RESERVED, Kind, Token, tokenize
 
-# Trino's reserved keywords (docs "Reserved keywords"; SqlBase.g4: every keyword outside
-# the nonReserved rule). Only these cannot be used as plain names; every other word of the
-# MATCH_RECOGNIZE syntax (MATCH, PARTITION, ONE, ROWS, PER, MEASURES, PATTERN, DEFINE,
-# RUNNING, FINAL, PERMUTE, INTERVAL, ...) is non-reserved and works as a column name,
-# alias, measure name or pattern variable; the parser tells them apart by context.
-RESERVED = {
-    "ALTER", "AND", "AS", "BETWEEN", "BY", "CASE", "CAST", "CONSTRAINT", "CREATE", "CROSS",
-    "CUBE", "CURRENT_CATALOG", "CURRENT_DATE", "CURRENT_PATH", "CURRENT_ROLE",
-    "CURRENT_SCHEMA", "CURRENT_TIME", "CURRENT_TIMESTAMP", "CURRENT_USER", "DEALLOCATE",
-    "DELETE", "DESCRIBE", "DISTINCT", "DROP", "ELSE", "END", "ESCAPE", "EXCEPT", "EXECUTE",
-    "EXISTS", "EXTRACT", "FALSE", "FOR", "FROM", "FULL", "GROUP", "GROUPING", "HAVING", "IN",
-    "INNER", "INSERT", "INTERSECT", "INTO", "IS", "JOIN", "JSON_ARRAY", "JSON_EXISTS",
-    "JSON_OBJECT", "JSON_QUERY", "JSON_TABLE", "JSON_VALUE", "LEFT", "LIKE", "LISTAGG",
-    "LOCALTIME", "LOCALTIMESTAMP", "NATURAL", "NORMALIZE", "NOT", "NULL", "ON", "OR", "ORDER",
-    "OUTER", "PREPARE", "RECURSIVE", "RIGHT", "ROLLUP", "SELECT", "SKIP", "TABLE", "THEN",
-    "TRIM", "TRUE", "UESCAPE", "UNION", "UNNEST", "USING", "VALUES", "WHEN", "WHERE", "WITH",
-}
 # Reserved words that are still function names when followed by '(' (TRIM(s)).
 _RESERVED_FUNCTIONS = {"TRIM", "EXTRACT", "NORMALIZE", "LISTAGG"}
-# Words with a meaning somewhere in the syntax; the printer quotes names spelled like these
-# (always safe) so that its output parses back to the same tree.
-KEYWORDS = RESERVED | {
-    "MATCH_RECOGNIZE", "PARTITION", "MEASURES", "ONE", "ALL", "ROWS", "ROW", "PER", "MATCH",
-    "AFTER", "PATTERN", "SUBSET", "DEFINE", "WITHIN", "INTERVAL", "ASC", "DESC", "PERMUTE",
-    "RUNNING", "FINAL", "NULLS", "TIMESTAMP", "FIRST", "LAST", "NEXT", "PAST", "TO",
-}
 # CAST target types; the value is how many parenthesised numbers the type may take.
 CAST_TYPES = {"BIGINT": 0, "INTEGER": 0, "INT": 0, "DOUBLE": 0, "REAL": 0, "DECIMAL": 2,
               "VARCHAR": 1, "STRING": 0, "BOOLEAN": 0, "TIMESTAMP": 0, "DATE": 0}
@@ -383,8 +361,6 @@ class _Parser:
     def _parse_key(self) -> ast.Column:
         """A PARTITION BY / ORDER BY key: a column, or (lakecep extension) an expression of
         the input row, named by its printed text (docs/query-language.md)."""
-        from .printer import to_sql
-
         pos = self._pos()
         expr = self._parse_expr()
         if isinstance(expr, ast.Column) and expr.var is None and expr.computed is None:

@@ -6,7 +6,7 @@ import re
 from functools import singledispatch
 
 from . import ast
-from .parser import KEYWORDS
+from .tokens import KEYWORDS
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -82,8 +82,10 @@ def _query(draw: st.DrawFn) -> str:
     defines = [f"{var} AS {draw(st.sampled_from(_CONDITIONS))}"
                for var in draw(st.lists(st.sampled_from(present), max_size=3, unique=True))]
     skips = [k for k in _SKIPS if not k or k[-1] not in "BC" or k[-1] in present]
-    order = draw(st.sampled_from(["ts", "n NULLS FIRST", "ts DESC", "N", "v"]))
-    partition = draw(st.sampled_from(["", "PARTITION BY p", "PARTITION BY P"]))
+    order = draw(st.sampled_from(["ts", "n NULLS FIRST", "ts DESC", "N", "v",
+                                  "ts + INTERVAL '1' SECOND", "n * 2 DESC NULLS FIRST"]))
+    partition = draw(st.sampled_from(["", "PARTITION BY p", "PARTITION BY P",
+                                      "PARTITION BY upper(p)", "PARTITION BY n % 2"]))
     within = draw(st.sampled_from(["", "WITHIN INTERVAL '3' SECOND"]))
     text = (f"SELECT * FROM t MATCH_RECOGNIZE ({partition} ORDER BY {order} "
             f"MEASURES {', '.join(measures)} {draw(st.sampled_from(_ROWS))} "
