@@ -17,7 +17,15 @@ import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 from .compile import patterns as P
 from .compile.booleans import check_boolean_conditions, frame_column_kind
 from .compile.checks import check_extensions
-from .compile.expressions import AnyColumns, ExprCompiler, Scope, conjuncts, is_row_local, walk
+from .compile.expressions import (
+    AnyColumns,
+    ExprCompiler,
+    Scope,
+    column_references,
+    conjuncts,
+    is_row_local,
+    walk,
+)
 from .compile.fast_plan import plan_fast
 from .compile.state import Fn, MatchState
 from .compile.values import column_values, to_python
@@ -40,7 +48,7 @@ from .runtime.output import Match as Match
 from .runtime.output import select
 from .runtime.time_axis import order_numbers
 from .runtime.values import LazyColumn
-from .runtime.vectorized import evaluate_condition
+from .runtime.vectorized import evaluate_condition, evaluate_values
 
 if TYPE_CHECKING:
     from .uncertain.plan import UncertainPlan
@@ -83,6 +91,11 @@ class CompiledQuery:
         if self.match.uncertain is not None:
             from .uncertain.plan import check_query
 
+            keys = (*self.match.partition_by, *(s.column for s in self.match.order_by))
+            computed = next((k for k in keys if k.computed is not None), None)
+            if computed is not None:
+                raise QueryError("PARTITION BY / ORDER BY expressions cannot be combined with "
+                                 "UNCERTAIN TIME; use columns", *computed.pos, query=query)
             try:
                 self.uncertain_plan = check_query(self.match)
             except QueryError as err:
@@ -180,11 +193,51 @@ class CompiledQuery:
             if me.name.lower() in names:
                 raise QueryError(f"measure {me.name} is defined twice", *me.pos)
             names.add(me.name.lower())
+        self._check_keys()
         self.program = P.compile_pattern(m.pattern, self._variables)
         # Compile every expression against a schema that accepts any column, so that
         # unknown variables, functions and misuse of FINAL are reported before any data.
         self._compile_expressions(AnyColumns())
         check_boolean_conditions(m)
+
+    def _check_keys(self) -> None:
+        """PARTITION BY / ORDER BY expressions (lakecep extension) read the input row only."""
+        self._computed: dict[str, ast.Expr] = {}
+        m = self.match
+        for key in (*m.partition_by, *(s.column for s in m.order_by)):
+            expr = key.computed
+            if expr is None:
+                continue
+            clause = "PARTITION BY" if key in m.partition_by else "ORDER BY"
+            for node in walk(expr):
+                pos: ast.Pos = getattr(node, "pos", key.pos)
+                if isinstance(node, ast.Column) and node.var is not None:
+                    raise QueryError(f"{clause} expressions read the input row: {node.var}."
+                                     f"{node.name} refers to a pattern variable", *pos)
+                if isinstance(node, ast.Star) or isinstance(node, ast.Call) and (
+                        node.name in ("PREV", "NEXT", "FIRST", "LAST", "CLASSIFIER",
+                                      "MATCH_NUMBER", "COUNT", "SUM", "AVG", "MIN", "MAX")):
+                    what = "*" if isinstance(node, ast.Star) else f"{node.name}(...)"
+                    raise QueryError(f"{what} cannot be used in a {clause} expression (it "
+                                     "reads the input row only)", *pos)
+            ExprCompiler(Scope(AnyColumns(), {}, clause)).compile(expr)
+            self._computed.setdefault(key.name, expr)
+
+    def with_keys(self, df: pd.DataFrame) -> pd.DataFrame:
+        """``df`` with a column for each PARTITION BY / ORDER BY expression, named by its
+        printed text (an input column of exactly that name is taken as the key's value)."""
+        if not getattr(self, "_computed", None):
+            return df
+        missing = [name for name in self._computed if name not in df.columns]
+        if not missing:
+            return df
+        columns = tuple(str(c) for c in df.columns)
+        out = df.copy(deep=False)
+        for name in missing:
+            clause = "PARTITION BY" if name in self.partition_by else "ORDER BY"
+            values = evaluate_values(self._computed[name], df, Scope(columns, {}, clause))
+            out[name] = values.set_axis(df.index)
+        return out
 
     def _compile_expressions(self, columns: Sequence[str]) -> tuple[
             list[list[ast.Expr]], list[Fn | None], list[Fn]]:
@@ -242,6 +295,7 @@ class CompiledQuery:
                              "cep_core.uncertain.evaluate()", *self.uncertain_plan.clause.pos,
                              query=self.text)
         with query_errors(self.text):
+            df = self.with_keys(df)
             bound = self._bind(df)
             if self._fast is not None:
                 found = self._fast.find_matches(bound, df)
@@ -256,6 +310,7 @@ class CompiledQuery:
                 from .uncertain.evaluation import evaluate_compiled
 
                 return evaluate_compiled(self, df).table
+            df = self.with_keys(df)
             bound = self._bind(df)
             if self._fast is not None:
                 table = self._fast.run(bound, df)
@@ -285,20 +340,12 @@ class Bound:
         self.partition_cols = [scope.column(c) for c in m.partition_by]
         self.order_cols = [scope.column(s.column) for s in m.order_by]
         self.local_parts, self.dependent, self.measures = q._compile_expressions(columns)
-        self.used_columns = sorted({scope.column(n) for e in self._all_exprs() for n in walk(e)
-                                    if isinstance(n, ast.Column) and not _is_classifier_arg(
-                                        n, e)})
+        self.used_columns = sorted({scope.column(n) for e in self._all_exprs()
+                                    for n in column_references(e)})
         self.define_columns = {
             scope.column(n) for d in m.defines for part in conjuncts(d.condition)
-            if not is_row_local(part, d.var) for n in walk(part) if isinstance(n, ast.Column)
-            and not _is_classifier_arg(n, part)}
-        lowered = {c.lower() for c in columns}
+            if not is_row_local(part, d.var) for n in column_references(part)}
         self.measure_names = [me.name for me in m.measures]
-        if m.rows_per_match != "ONE":
-            for me in m.measures:
-                if me.name.lower() in lowered:
-                    raise QueryError(f"measure name {me.name} clashes with an input column "
-                                     "(ALL ROWS PER MATCH outputs both)", *me.pos)
         skip = m.skip
         self.skip = SkipPolicy(skip.kind, q._sets.get(skip.var) if skip.var else None,
                                skip.var or "", skip.pos)
@@ -437,13 +484,11 @@ class Bound:
         if self.q.match.emit_timeouts:
             names.append(TIMED_OUT)
         if not records:
-            data = {c: work[c].iloc[:0] for c in self.partition_cols}
-            frame = pd.DataFrame(data).reset_index(drop=True)
-            for name in self.measure_names:
-                frame[name] = pd.Series([], dtype=object)
+            empty = [work[c].iloc[:0].reset_index(drop=True) for c in self.partition_cols]
+            empty += [pd.Series([], dtype=object) for _ in self.measure_names]
             if self.q.match.emit_timeouts:
-                frame[TIMED_OUT] = pd.Series([], dtype=bool)
-            return frame
+                empty.append(pd.Series([], dtype=bool))
+            return _frame(names, empty)
         if not names:
             return pd.DataFrame(index=range(len(records)))
         return pd.DataFrame.from_records(records, columns=names)
@@ -477,18 +522,24 @@ class Bound:
                     take.append(row)
                     measure_rows.append(self._measures_at(st, mt, i + 1))
                     timed_out.append(mt.timed_out)
+        # Trino / SQL:2016: PARTITION BY columns, ORDER BY columns, measures, then the
+        # remaining input columns. A measure named like an input column is a column of its
+        # own next to it (built by position: neither replaces the other).
         lead = list(dict.fromkeys(self.partition_cols + self.order_cols))
         rest = [c for c in work.columns if c not in lead]
         base = work.iloc[take].reset_index(drop=True)
-        out = base[lead].copy()
+        names: list[str] = list(lead)
+        series: list[pd.Series] = [base[c] for c in lead]
         for j, name in enumerate(self.measure_names):
             values = [r[j] for r in measure_rows]
-            out[name] = pd.Series(values, dtype=object if not values else None)
+            names.append(name)
+            series.append(pd.Series(values, dtype=object if not values else None))
         if self.q.match.emit_timeouts:
-            out[TIMED_OUT] = pd.Series(timed_out, dtype=bool)
-        for c in rest:
-            out[c] = base[c]
-        return out
+            names.append(TIMED_OUT)
+            series.append(pd.Series(timed_out, dtype=bool))
+        names += rest
+        series += [base[c] for c in rest]
+        return _frame(names, series)
 
 
 @dataclass
@@ -501,11 +552,13 @@ class Partition:
     matches: list[RawMatch]
 
 
-def _is_classifier_arg(node: ast.Column, expr: ast.Expr) -> bool:
-    for n in walk(expr):
-        if isinstance(n, ast.Call) and n.name == "CLASSIFIER" and node in n.args:
-            return any(a is node for a in n.args)
-    return False
+def _frame(names: list[str], columns: list[pd.Series]) -> pd.DataFrame:
+    """A frame of ``columns`` named ``names`` (which may repeat), in that order."""
+    if not columns:
+        return pd.DataFrame()
+    frame = pd.concat([c.reset_index(drop=True) for c in columns], axis=1, ignore_index=True)
+    frame.columns = names
+    return frame
 
 
 def _blame(pattern: ast.Pattern) -> tuple[str, tuple[int, int]]:

@@ -32,9 +32,10 @@ def count_rows(var: frozenset[int] | None, final: bool) -> Fn:
 
 
 def aggregate(name: str, row_fn: RowFn, var: frozenset[int] | None, final: bool,
-               pos: ast.Pos, distinct: bool = False) -> Fn:
+              pos: ast.Pos, distinct: bool = False, keep: RowFn | None = None) -> Fn:
     """COUNT/SUM/AVG/MIN/MAX over the visible rows of ``var`` (NULLs skipped);
-    ``distinct`` (COUNT only): the accumulator is the set of values seen.
+    ``distinct`` (COUNT only): the accumulator is the set of values seen; ``keep``
+    (``FILTER (WHERE ...)``): only rows where it is TRUE are aggregated.
 
     The running state is cached per ``MatchState.epoch``, so extending a match by one row
     costs one step instead of a pass over the whole match.
@@ -50,6 +51,8 @@ def aggregate(name: str, row_fn: RowFn, var: frozenset[int] | None, final: bool,
         try:
             for i in range(k, total):
                 if var is not None and labels[i] not in var:
+                    continue
+                if keep is not None and keep(st, rows[i]) is not True:
                     continue
                 v = row_fn(st, rows[i])
                 if is_null(v):

@@ -71,6 +71,8 @@ def _check_operands(expr: ast.Expr, kind_of: ColumnKind) -> None:
             _need_boolean(node.right, kind_of, f"an operand of {node.op}")
         elif isinstance(node, ast.Unary) and node.op == "NOT":
             _need_boolean(node.operand, kind_of, "the operand of NOT")
+        elif isinstance(node, ast.Call) and node.filter is not None:
+            _need_boolean(node.filter, kind_of, "a FILTER (WHERE ...) condition")
         elif isinstance(node, ast.Case) and node.operand is None:
             for cond, _ in node.whens:
                 _need_boolean(cond, kind_of, "a CASE WHEN condition")

@@ -18,6 +18,7 @@ Row pattern semantics (SQL:2016, as Trino and Oracle document them):
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -120,7 +121,7 @@ def children(node: ast.Expr) -> list[ast.Expr]:
             kids += [cond, value]
         return kids + ([] if node.default is None else [node.default])
     if isinstance(node, ast.Call):
-        return list(node.args)
+        return list(node.args) if node.filter is None else [*node.args, node.filter]
     if isinstance(node, ast.Cast):
         return [node.operand]
     if isinstance(node, ast.Like):
@@ -139,6 +140,45 @@ def is_row_local(expr: ast.Expr, var: str) -> bool:
         if isinstance(node, ast.Star):
             return False
     return True
+
+
+def classifier_variable(call: ast.Call) -> str | None:
+    """The pattern variable named by ``CLASSIFIER(var)`` (None: ``CLASSIFIER()``)."""
+    if not call.args:
+        return None
+    arg = call.args[0]
+    if not (isinstance(arg, ast.Column) and arg.var is None):
+        raise QueryError("CLASSIFIER takes a pattern variable name", *_pos_of(arg))
+    return arg.name if arg.quoted else arg.name.upper()
+
+
+def variable_references(expr: ast.Expr) -> set[str | None]:
+    """The pattern variables that the column references and CLASSIFIER calls in ``expr``
+    refer to (None: the universal variable); what Trino's rule for the arguments of
+    navigation functions and aggregates ("consistent in referred pattern variables")
+    counts. A CLASSIFIER argument is a variable name, not a column."""
+    found: set[str | None] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Column):
+            found.add(node.var)
+        elif isinstance(node, ast.Call) and node.name == "CLASSIFIER":
+            found.add(classifier_variable(node))
+            continue
+        elif isinstance(node, ast.Star):
+            if node.var is not None:
+                found.add(node.var)
+        stack.extend(children(node))
+    return found
+
+
+def column_references(expr: ast.Expr) -> list[ast.Column]:
+    """The column references in ``expr``, without the variable names given to CLASSIFIER."""
+    nodes = walk(expr)
+    names = {id(a) for n in nodes if isinstance(n, ast.Call) and n.name == "CLASSIFIER"
+             for a in n.args}
+    return [n for n in nodes if isinstance(n, ast.Column) and id(n) not in names]
 
 
 def conjuncts(expr: ast.Expr) -> list[ast.Expr]:
@@ -188,9 +228,21 @@ class ExprCompiler:
             key = self.scope.column(e)
             return lambda st, row: st.cols[key][row]
         if isinstance(e, ast.Call):
-            if e.name in NAVIGATION or e.name in AGGREGATES or e.name in SPECIAL:
+            _check_filter(e)
+            if e.semantics is not None and e.name in SPECIAL:
+                raise QueryError(f"{e.semantics} cannot be applied to {e.name}", *e.pos)
+            if e.name == "MATCH_NUMBER":
+                self._arity(e, 0, 0)
+                return lambda st, row: st.match_number
+            if e.name == "CLASSIFIER":
+                # The label of the row the enclosing navigation or aggregate reads.
+                self._arity(e, 0, 1)
+                self.scope.variable(classifier_variable(e), _pos_of(e.args[0]) if e.args
+                                    else e.pos)
+                return classifier_at
+            if e.name in NAVIGATION or e.name in AGGREGATES:
                 raise QueryError(f"{e.name}(...) cannot be nested inside a navigation function "
-                                 "or aggregate here", *e.pos)
+                                 "or aggregate", *e.pos)
             args = [self._row_fn(a, var) for a in e.args]
             fn = self._scalar(e)
             return lambda st, row: fn(*[a(st, row) for a in args])
@@ -201,16 +253,18 @@ class ExprCompiler:
         return combine_rows(e, kids)
 
     def _arg_variable(self, e: ast.Expr, what: str, pos: ast.Pos) -> tuple[str | None, bool]:
-        """The single variable that the column references in ``e`` use."""
-        names = {n.var for n in walk(e) if isinstance(n, ast.Column)}
+        """The single variable that the column references and CLASSIFIER calls in ``e``
+        use (None: the universal one), and whether ``e`` has any."""
+        names = variable_references(e)
         if len(names) > 1:
             shown = ", ".join(sorted(v or "(none)" for v in names))
-            raise QueryError(f"all column references in {what} must use the same pattern "
-                             f"variable; found {shown}", *pos)
+            raise QueryError(f"all column references and CLASSIFIER calls in {what} must use "
+                             f"the same pattern variable; found {shown}", *pos)
         return (next(iter(names)) if names else None), bool(names)
 
     # ------------------------------------------------------------------ calls
     def _compile_call(self, e: ast.Call, final: bool) -> Fn:
+        _check_filter(e)
         if e.semantics == "FINAL":
             if self.scope.clause == "DEFINE":
                 raise QueryError("FINAL is not allowed in DEFINE (conditions are always "
@@ -230,13 +284,8 @@ class ExprCompiler:
             return lambda st: st.match_number
         if e.name == "CLASSIFIER":
             self._arity(e, 0, 1)
-            var: frozenset[int] | None = None
-            if e.args:
-                arg = e.args[0]
-                if not (isinstance(arg, ast.Column) and arg.var is None):
-                    raise QueryError("CLASSIFIER takes a pattern variable name", *_pos_of(arg))
-                name = arg.name if arg.quoted else arg.name.upper()
-                var = self.scope.variable(name, arg.pos)
+            name = classifier_variable(e)
+            var = self.scope.variable(name, _pos_of(e.args[0]) if e.args else e.pos)
             return classifier(var, final)
         fn = self._scalar(e)
         args = [self._compile(a, final) for a in e.args]
@@ -280,6 +329,15 @@ class ExprCompiler:
         self._arity(e, 1, 2)
         offset = self._offset(e)
         inner = e.args[0]
+        if isinstance(inner, ast.Call) and inner.name in ("FIRST", "LAST"):
+            inner_refs = variable_references(inner.args[0]) if inner.args else set()
+        else:
+            inner_refs = variable_references(inner)
+        if not inner_refs:
+            # Trino: "Pattern navigation functions require at least one column reference or
+            # classifier function inside of their first argument" (LAST(1) is incorrect).
+            raise QueryError(f"{e.name}(...) needs a column reference or CLASSIFIER() in its "
+                             "first argument", *e.pos)
         if e.name in ("PREV", "NEXT"):
             step = -offset if e.name == "PREV" else offset
             if isinstance(inner, ast.Call) and inner.name in ("FIRST", "LAST"):
@@ -360,19 +418,60 @@ class ExprCompiler:
     def _compile_aggregate(self, e: ast.Call, final: bool) -> Fn:
         self._arity(e, 1, 1)
         arg = e.args[0]
+        if isinstance(arg, ast.Star) and e.name != "COUNT":
+            raise QueryError(f"{e.name}(*) is not allowed; only COUNT(*)", *arg.pos)
+        for part in e.args if e.filter is None else (*e.args, e.filter):
+            for node in walk(part):
+                if isinstance(node, ast.Call) and (node.name in AGGREGATES
+                                                   or node.name in NAVIGATION):
+                    raise QueryError(f"{node.name}(...) cannot be used inside {e.name}(...)",
+                                     *node.pos)
+        if e.filter is None:
+            if isinstance(arg, ast.Star):
+                return count_rows(self.scope.variable(arg.var, arg.pos), final)
+            name, _ = self._arg_variable(arg, e.name, e.pos)
+            var = self.scope.variable(name, e.pos)
+            return aggregate(e.name, self._row_fn(arg, var), var, final, e.pos, e.distinct)
+        # FILTER (WHERE c): the argument and the condition count as arguments of one
+        # aggregate for Trino's rule that all refer to the same rows; COUNT(*) refers to
+        # none (COUNT(A.*) to A's rows), so COUNT(*) FILTER (WHERE A.x > 0) counts A rows.
+        both = ast.Binary("AND", ast.Literal(True) if isinstance(arg, ast.Star) else arg,
+                          e.filter, e.pos)
+        name, named = self._arg_variable(both, f"{e.name}(...) FILTER (WHERE ...)", e.pos)
         if isinstance(arg, ast.Star):
-            if e.name != "COUNT":
-                raise QueryError(f"{e.name}(*) is not allowed; only COUNT(*)", *arg.pos)
-            var = self.scope.variable(arg.var, arg.pos)
-            return count_rows(var, final)
-        for node in walk(arg):
-            if isinstance(node, ast.Call) and (node.name in AGGREGATES
-                                               or node.name in NAVIGATION):
-                raise QueryError(f"{node.name}(...) cannot be used inside {e.name}(...)",
-                                 *node.pos)
-        name, _ = self._arg_variable(arg, e.name, e.pos)
+            if arg.var is not None:
+                if named and name != arg.var:
+                    raise QueryError(f"all column references and CLASSIFIER calls in COUNT("
+                                     f"{arg.var}.*) FILTER (WHERE ...) must use {arg.var}",
+                                     *_pos_of(e.filter))
+                name = arg.var
+            row_fn: RowFn = _one
+        else:
+            row_fn = self._row_fn(arg, None)
         var = self.scope.variable(name, e.pos)
-        return aggregate(e.name, self._row_fn(arg, var), var, final, e.pos, e.distinct)
+        keep = self._row_fn(e.filter, var)
+        return aggregate(e.name, row_fn, var, final, e.pos, e.distinct, keep)
+
+
+def _check_filter(e: ast.Call) -> None:
+    if e.filter is not None and e.name not in AGGREGATES:
+        raise QueryError(f"FILTER (WHERE ...) applies to aggregates (COUNT, SUM, AVG, MIN, "
+                         f"MAX), not to {e.name}", *e.pos)
+
+
+def _one(st: MatchState, row: int) -> Any:
+    return 1
+
+
+def classifier_at(st: MatchState, row: int) -> Any:
+    """The variable the match maps ``row`` to (NULL outside the match). Trino: a navigation
+    may reach every row of the match, also past the current row under RUNNING semantics;
+    a row outside the match has no classifier."""
+    rows = st.rows
+    i = bisect_left(rows, row)
+    if i < len(rows) and rows[i] == row:
+        return st.names[st.labels[i]]
+    return None
 
 
 def _pos_of(e: ast.Expr) -> ast.Pos:

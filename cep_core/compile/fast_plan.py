@@ -6,7 +6,9 @@ row's physical neighbours through ``PREV``/``NEXT`` with constant offsets, and i
 is a concatenation of *items*, each a single variable with any quantifier (``A``, ``B+``,
 ``C*?``, ``D{2,5}``, ...). The plan holds those items and, when every measure is made of
 column references, ``FIRST``/``LAST`` with constant offsets, ``COUNT(*)``,
-``CLASSIFIER()`` and ``MATCH_NUMBER()``, the measures the runtime computes with numpy.
+``CLASSIFIER()`` and ``MATCH_NUMBER()`` (no ``FILTER``), the measures the runtime computes
+with numpy; other measures (CLASSIFIER inside navigation or aggregates, FILTER, ...) are
+computed per match with the general closures.
 
 Anything else -- alternation, PERMUTE, anchors, exclusion, WITHIN, SKIP TILL NEXT/ANY
 MATCH, ALL ROWS PER MATCH, navigation to other variables, FIRST/LAST/aggregates/
@@ -215,7 +217,7 @@ def _vector_measures(q: CompiledQuery) -> list[FastMeasure] | None:
         elif isinstance(e, ast.Call) and e.name == "CLASSIFIER" and not e.args:
             out.append(FastMeasure("classifier"))
         elif (isinstance(e, ast.Call) and e.name == "COUNT" and len(e.args) == 1
-              and isinstance(e.args[0], ast.Star)):
+              and isinstance(e.args[0], ast.Star) and e.filter is None):
             star = e.args[0]
             if star.var is not None and star.var not in sets:
                 return None

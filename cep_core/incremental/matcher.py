@@ -237,6 +237,7 @@ class IncrementalMatcher:
 
     # ------------------------------------------------------------------ internals
     def _feed(self, batch: pd.DataFrame, table: bool) -> Emitted:
+        batch = self.compiled.with_keys(batch)  # PARTITION BY / ORDER BY expressions
         if ROW_ID in batch.columns:
             raise ValueError(f"input column name {ROW_ID!r} is reserved")
         self.compiled._bind(batch)  # report unknown columns against the user's columns

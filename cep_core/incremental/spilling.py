@@ -150,6 +150,7 @@ def estimate_transitions(sample: pd.DataFrame, query: str | CompiledQuery) -> Tr
     if the first variable accepts it). ``probability[i]`` = entries into ``i + 1`` / entries
     into ``i``; state 0 gets gap 0 and probability 0."""
     compiled = query if isinstance(query, CompiledQuery) else compile_query(query)
+    sample = compiled.with_keys(sample)  # PARTITION BY / ORDER BY expressions
     bound = compiled._bind(sample)
     work, _, bounds = bound._prepare(sample)
     matcher, _ = bound._matcher(work)

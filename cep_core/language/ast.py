@@ -56,6 +56,9 @@ class Column(Expr):
     var: str | None = None
     quoted: bool = False
     pos: Pos = _pos()
+    # lakecep extension, only in PARTITION BY / ORDER BY: a key computed by this expression
+    # (``name`` is then its output column name: the expression as the printer writes it).
+    computed: Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,8 @@ class Call(Expr):
     semantics: str | None = None
     pos: Pos = _pos()
     distinct: bool = False  # COUNT(DISTINCT x)
+    # An aggregate's ``FILTER (WHERE condition)``: only rows where it is TRUE are aggregated.
+    filter: Expr | None = None
 
 
 @dataclass(frozen=True)

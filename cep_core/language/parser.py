@@ -11,34 +11,12 @@ import math
 
 from ..errors import QueryError
 from . import ast
-from .tokens import Kind, Token, tokenize
+from .printer import to_sql
+from .tokens import KEYWORDS as KEYWORDS
+from .tokens import RESERVED, Kind, Token, tokenize
 
-# Trino's reserved keywords (docs "Reserved keywords"; SqlBase.g4: every keyword outside
-# the nonReserved rule). Only these cannot be used as plain names; every other word of the
-# MATCH_RECOGNIZE syntax (MATCH, PARTITION, ONE, ROWS, PER, MEASURES, PATTERN, DEFINE,
-# RUNNING, FINAL, PERMUTE, INTERVAL, ...) is non-reserved and works as a column name,
-# alias, measure name or pattern variable; the parser tells them apart by context.
-RESERVED = {
-    "ALTER", "AND", "AS", "BETWEEN", "BY", "CASE", "CAST", "CONSTRAINT", "CREATE", "CROSS",
-    "CUBE", "CURRENT_CATALOG", "CURRENT_DATE", "CURRENT_PATH", "CURRENT_ROLE",
-    "CURRENT_SCHEMA", "CURRENT_TIME", "CURRENT_TIMESTAMP", "CURRENT_USER", "DEALLOCATE",
-    "DELETE", "DESCRIBE", "DISTINCT", "DROP", "ELSE", "END", "ESCAPE", "EXCEPT", "EXECUTE",
-    "EXISTS", "EXTRACT", "FALSE", "FOR", "FROM", "FULL", "GROUP", "GROUPING", "HAVING", "IN",
-    "INNER", "INSERT", "INTERSECT", "INTO", "IS", "JOIN", "JSON_ARRAY", "JSON_EXISTS",
-    "JSON_OBJECT", "JSON_QUERY", "JSON_TABLE", "JSON_VALUE", "LEFT", "LIKE", "LISTAGG",
-    "LOCALTIME", "LOCALTIMESTAMP", "NATURAL", "NORMALIZE", "NOT", "NULL", "ON", "OR", "ORDER",
-    "OUTER", "PREPARE", "RECURSIVE", "RIGHT", "ROLLUP", "SELECT", "SKIP", "TABLE", "THEN",
-    "TRIM", "TRUE", "UESCAPE", "UNION", "UNNEST", "USING", "VALUES", "WHEN", "WHERE", "WITH",
-}
 # Reserved words that are still function names when followed by '(' (TRIM(s)).
 _RESERVED_FUNCTIONS = {"TRIM", "EXTRACT", "NORMALIZE", "LISTAGG"}
-# Words with a meaning somewhere in the syntax; the printer quotes names spelled like these
-# (always safe) so that its output parses back to the same tree.
-KEYWORDS = RESERVED | {
-    "MATCH_RECOGNIZE", "PARTITION", "MEASURES", "ONE", "ALL", "ROWS", "ROW", "PER", "MATCH",
-    "AFTER", "PATTERN", "SUBSET", "DEFINE", "WITHIN", "INTERVAL", "ASC", "DESC", "PERMUTE",
-    "RUNNING", "FINAL", "NULLS", "TIMESTAMP", "FIRST", "LAST", "NEXT", "PAST", "TO",
-}
 # CAST target types; the value is how many parenthesised numbers the type may take.
 CAST_TYPES = {"BIGINT": 0, "INTEGER": 0, "INT": 0, "DOUBLE": 0, "REAL": 0, "DECIMAL": 2,
               "VARCHAR": 1, "STRING": 0, "BOOLEAN": 0, "TIMESTAMP": 0, "DATE": 0}
@@ -215,9 +193,9 @@ class _Parser:
         rows_written = skip_written = False
         skip = ast.SkipTo()
         if self._match_kw("PARTITION", "BY"):
-            partition_by = self._parse_column_list()
+            partition_by = self._parse_key_list()
         if self._match_kw("ORDER", "BY"):
-            order_by = self._parse_sort_list()
+            order_by = self._parse_sort_list(keys=True)
         if self._match_kw("MEASURES"):
             measures = self._parse_measures()
         if self._is_kw("ONE") or self._is_kw("ALL"):
@@ -374,20 +352,38 @@ class _Parser:
             cols.append(self._parse_plain_column())
         return tuple(cols)
 
+    def _parse_key_list(self) -> tuple[ast.Column, ...]:
+        keys = [self._parse_key()]
+        while self._match_sym(","):
+            keys.append(self._parse_key())
+        return tuple(keys)
+
+    def _parse_key(self) -> ast.Column:
+        """A PARTITION BY / ORDER BY key: a column, or (lakecep extension) an expression of
+        the input row, named by its printed text (docs/query-language.md)."""
+        pos = self._pos()
+        expr = self._parse_expr()
+        if isinstance(expr, ast.Column) and expr.var is None and expr.computed is None:
+            return ast.Column(expr.name, None, expr.quoted, pos)
+        return ast.Column(to_sql(expr), None, True, pos, expr)
+
     def _parse_plain_column(self) -> ast.Column:
         name, quoted, tok = self._parse_name("a column name")
         return ast.Column(name, None, quoted, self._pos(tok))
 
-    def _parse_sort_list(self) -> tuple[ast.SortItem, ...]:
-        items = [self._parse_sort_item()]
+    def _parse_sort_list(self, keys: bool = False) -> tuple[ast.SortItem, ...]:
+        items = [self._parse_sort_item(keys)]
         while self._match_sym(","):
-            items.append(self._parse_sort_item())
+            items.append(self._parse_sort_item(keys))
         return tuple(items)
 
-    def _parse_sort_item(self) -> ast.SortItem:
-        col = self._parse_plain_column()
-        if self._match_sym("."):  # alias.column in the outer ORDER BY
+    def _parse_sort_item(self, key: bool = False) -> ast.SortItem:
+        if key:
+            col = self._parse_key()
+        else:
             col = self._parse_plain_column()
+            if self._match_sym("."):  # alias.column in the outer ORDER BY
+                col = self._parse_plain_column()
         descending = False
         if self._match_kw("DESC"):
             descending = True
@@ -759,12 +755,14 @@ class _Parser:
                 if not isinstance(call, ast.Call):
                     raise QueryError(f"{word} must be followed by a function call such as "
                                      "LAST(...) or SUM(...)", *pos)
-                if call.name in ("PREV", "NEXT", "MATCH_NUMBER"):
+                if call.name in ("PREV", "NEXT", "MATCH_NUMBER", "CLASSIFIER"):
                     # Trino / SQL:2016: RUNNING and FINAL qualify logical navigation
-                    # (FIRST, LAST) and aggregates; PREV/NEXT navigate physically.
+                    # (FIRST, LAST) and aggregates; PREV/NEXT navigate physically. The
+                    # final classifier is written FINAL LAST(CLASSIFIER()).
                     raise QueryError(f"{word} cannot be applied to {call.name}; it applies "
-                                     "to FIRST, LAST, CLASSIFIER and aggregates", *pos)
-                return ast.Call(call.name, call.args, word, pos, call.distinct)
+                                     "to FIRST, LAST and aggregates (e.g. FINAL "
+                                     "LAST(CLASSIFIER()))", *pos)
+                return ast.Call(call.name, call.args, word, pos, call.distinct, call.filter)
             if self._peek().kind is Kind.SYMBOL and self._peek().text == "(" and (
                     word not in RESERVED or word in _RESERVED_FUNCTIONS):
                 return self._parse_call()
@@ -869,7 +867,18 @@ class _Parser:
         self._expect_sym(")", f"to close {name}(")
         if distinct and len(args) != 1:
             raise QueryError("COUNT(DISTINCT ...) takes exactly one expression", *pos)
-        return ast.Call(name, tuple(args), None, pos, distinct)
+        condition = None
+        # FILTER is non-reserved: it starts a filter clause only as FILTER ( WHERE.
+        if self._is_kw("FILTER") and self._peek().text == "(" and self._peek(2).upper == "WHERE":
+            self._advance()
+            self._advance()
+            self._expect_kw("WHERE")
+            condition = self._parse_expr()
+            self._expect_sym(")", "to close FILTER (WHERE ...")
+        elif self._is_kw("FILTER") and name in ("COUNT", "SUM", "AVG", "MIN", "MAX"):
+            raise self._error(f"expected FILTER (WHERE condition) after {name}(...), found "
+                              f"{self._peek().describe()} after FILTER")
+        return ast.Call(name, tuple(args), None, pos, distinct, condition)
 
     def _parse_call_arg(self) -> ast.Expr:
         pos = self._pos()

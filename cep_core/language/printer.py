@@ -6,7 +6,7 @@ import re
 from functools import singledispatch
 
 from . import ast
-from .parser import KEYWORDS
+from .tokens import KEYWORDS
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -182,6 +182,8 @@ def _expr(e: ast.Expr) -> str:
 
 
 def _column(c: ast.Column) -> str:
+    if c.computed is not None:  # a PARTITION BY / ORDER BY expression
+        return _render(c.computed)
     name = _ident(c.name, c.quoted)
     return name if c.var is None else f"{_var(c.var)}.{name}"
 
@@ -287,7 +289,8 @@ def _(e: ast.Case) -> str:
 def _(e: ast.Call) -> str:
     prefix = f"{e.semantics} " if e.semantics else ""
     distinct = "DISTINCT " if e.distinct else ""
-    return f"{prefix}{e.name}({distinct}{', '.join(_render(a) for a in e.args)})"
+    text = f"{prefix}{e.name}({distinct}{', '.join(_render(a) for a in e.args)})"
+    return text if e.filter is None else f"{text} FILTER (WHERE {_render(e.filter)})"
 
 
 @_render.register

@@ -7,6 +7,31 @@ from enum import Enum
 
 from ..errors import QueryError
 
+# Trino's reserved keywords (docs "Reserved keywords"; SqlBase.g4: every keyword outside
+# the nonReserved rule). Only these cannot be used as plain names; every other word of the
+# MATCH_RECOGNIZE syntax (MATCH, PARTITION, ONE, ROWS, PER, MEASURES, PATTERN, DEFINE,
+# RUNNING, FINAL, PERMUTE, INTERVAL, ...) is non-reserved and works as a column name,
+# alias, measure name or pattern variable; the parser tells them apart by context.
+RESERVED = {
+    "ALTER", "AND", "AS", "BETWEEN", "BY", "CASE", "CAST", "CONSTRAINT", "CREATE", "CROSS",
+    "CUBE", "CURRENT_CATALOG", "CURRENT_DATE", "CURRENT_PATH", "CURRENT_ROLE",
+    "CURRENT_SCHEMA", "CURRENT_TIME", "CURRENT_TIMESTAMP", "CURRENT_USER", "DEALLOCATE",
+    "DELETE", "DESCRIBE", "DISTINCT", "DROP", "ELSE", "END", "ESCAPE", "EXCEPT", "EXECUTE",
+    "EXISTS", "EXTRACT", "FALSE", "FOR", "FROM", "FULL", "GROUP", "GROUPING", "HAVING", "IN",
+    "INNER", "INSERT", "INTERSECT", "INTO", "IS", "JOIN", "JSON_ARRAY", "JSON_EXISTS",
+    "JSON_OBJECT", "JSON_QUERY", "JSON_TABLE", "JSON_VALUE", "LEFT", "LIKE", "LISTAGG",
+    "LOCALTIME", "LOCALTIMESTAMP", "NATURAL", "NORMALIZE", "NOT", "NULL", "ON", "OR", "ORDER",
+    "OUTER", "PREPARE", "RECURSIVE", "RIGHT", "ROLLUP", "SELECT", "SKIP", "TABLE", "THEN",
+    "TRIM", "TRUE", "UESCAPE", "UNION", "UNNEST", "USING", "VALUES", "WHEN", "WHERE", "WITH",
+}
+# Words with a meaning somewhere in the syntax; the printer quotes names spelled like these
+# (always safe) so that its output parses back to the same tree.
+KEYWORDS = RESERVED | {
+    "MATCH_RECOGNIZE", "PARTITION", "MEASURES", "ONE", "ALL", "ROWS", "ROW", "PER", "MATCH",
+    "AFTER", "PATTERN", "SUBSET", "DEFINE", "WITHIN", "INTERVAL", "ASC", "DESC", "PERMUTE",
+    "RUNNING", "FINAL", "NULLS", "TIMESTAMP", "FIRST", "LAST", "NEXT", "PAST", "TO",
+}
+
 
 class Kind(Enum):
     IDENT = "identifier"

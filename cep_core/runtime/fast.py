@@ -154,7 +154,8 @@ class _FastBound:
                             e.negated, e.pos)
         if isinstance(e, ast.Call):
             return ast.Call(e.name, tuple(self._rewrite(a, scope, shift) for a in e.args),
-                            e.semantics, e.pos, e.distinct)
+                            e.semantics, e.pos, e.distinct,
+                            None if e.filter is None else self._rewrite(e.filter, scope, shift))
         return e
 
     # ------------------------------------------------------------------ matching

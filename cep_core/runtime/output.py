@@ -35,40 +35,58 @@ class Match:
 
 
 def select(tree: ast.Query, table: pd.DataFrame) -> pd.DataFrame:
-    """Apply the outer SELECT list and ORDER BY."""
-    available = [str(c) for c in table.columns]
-    lower: dict[str, list[str]] = {}
-    for c in available:
-        lower.setdefault(c.lower(), []).append(c)
+    """Apply the outer SELECT list and ORDER BY.
 
-    def resolve(name: str, quoted: bool, pos: ast.Pos) -> str:
-        if name in available:
-            return name
-        found = [] if quoted else lower.get(name.lower(), [])
+    Output columns may share a name (a measure named like an input column under ALL ROWS
+    PER MATCH, as in Trino); ``SELECT *`` keeps both, naming such a column in the outer
+    query is ambiguous (a QueryError, as Trino's "Column 'x' is ambiguous")."""
+    available = [str(c) for c in table.columns]
+    exact: dict[str, list[int]] = {}
+    lower: dict[str, list[int]] = {}
+    for i, c in enumerate(available):
+        exact.setdefault(c, []).append(i)
+        lower.setdefault(c.lower(), []).append(i)
+
+    def resolve(name: str, quoted: bool, pos: ast.Pos) -> int:
+        found = exact.get(name, [])
+        if not found and not quoted:
+            found = lower.get(name.lower(), [])
         if len(found) == 1:
             return found[0]
+        if len(found) > 1:
+            raise QueryError(f"output column name {name!r} is ambiguous: the MATCH_RECOGNIZE "
+                             f"output has {len(found)} columns named so (e.g. a measure "
+                             "named like an input column under ALL ROWS PER MATCH); rename "
+                             "the measure", *pos)
         raise QueryError(f"unknown output column {name!r}; the MATCH_RECOGNIZE output has: "
                          f"{', '.join(available)}", *pos)
 
     if tree.order_by:
         keys = [resolve(s.column.name, s.column.quoted, s.column.pos) for s in tree.order_by]
-        table = table.sort_values(keys, ascending=[not s.descending for s in tree.order_by],
-                                  kind="mergesort").reset_index(drop=True)
-    columns: list[str] = []
-    renames: dict[int, str] = {}
+        if len(set(available)) == len(available):
+            table = table.sort_values([available[k] for k in keys],
+                                      ascending=[not s.descending for s in tree.order_by],
+                                      kind="mergesort").reset_index(drop=True)
+        else:
+            keyed = table.set_axis(range(len(available)), axis=1)
+            order = keyed.sort_values(keys, ascending=[not s.descending for s in tree.order_by],
+                                      kind="mergesort").index
+            table = table.iloc[order].reset_index(drop=True)
+    positions: list[int] = []
+    names: list[str] = []
     for item in tree.select:
         if item.qualifier is not None and tree.alias is not None and (
                 item.qualifier.lower() != tree.alias.lower()):
             raise QueryError(f"unknown table alias {item.qualifier!r}", *item.pos)
         if item.name is None:
-            columns.extend(available)
+            positions.extend(range(len(available)))
+            names.extend(available)
             continue
         col = resolve(item.name, item.quoted, item.pos)
-        if item.alias is not None:
-            renames[len(columns)] = item.alias
-        columns.append(col)
-    out = table[columns]
-    out.columns = [renames.get(i, c) for i, c in enumerate(columns)]
+        positions.append(col)
+        names.append(item.alias if item.alias is not None else available[col])
+    out = table.iloc[:, positions]
+    out.columns = names
     return out.reset_index(drop=True)
 
 

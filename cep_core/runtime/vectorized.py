@@ -50,6 +50,32 @@ def evaluate_condition(expr: ast.Expr, df: pd.DataFrame, scope: Scope) -> np.nda
         return _row_by_row(expr, df, scope)
 
 
+def evaluate_values(expr: ast.Expr, df: pd.DataFrame, scope: Scope) -> pd.Series:
+    """The value of a row-local expression (no variables, navigation or aggregates) at every
+    row of ``df``, indexed 0..n-1: vectorised where that has the SQL semantics, else the
+    compiled closure row by row (its values as ``DataFrame.from_records`` would type them)."""
+    work = df.reset_index(drop=True)
+    if len(work):
+        try:
+            result = _vec(expr, work, scope)
+            if isinstance(result, pd.Series) and result.dtype != object:
+                return result.reset_index(drop=True)
+        except (_Unsupported, TypeError, ValueError, ArithmeticError):
+            pass
+    fn = ExprCompiler(scope).compile(expr)
+    used = {scope.column(n) for n in walk(expr) if isinstance(n, ast.Column)}
+    st = MatchState({c: column_values(work[c]) for c in used}, [])
+    st.lo, st.hi = 0, len(work)
+    st.labels = [0]
+    st.upto = 1
+    values = []
+    for i in range(len(work)):
+        st.rows = [i]
+        st.epoch += 1
+        values.append(fn(st))
+    return pd.Series(values, dtype=object).infer_objects()
+
+
 def _row_by_row(expr: ast.Expr, df: pd.DataFrame, scope: Scope) -> np.ndarray:
     fn = ExprCompiler(scope).compile(expr)
     used = {scope.column(n) for n in walk(expr) if isinstance(n, ast.Column)}

@@ -23,7 +23,10 @@ MEASURES = [
     "MATCH_NUMBER() AS mn", "CLASSIFIER() AS cl", "A.ts AS at", "v AS lv", "s AS ls",
     "FIRST(ts, 2) AS f2", "LAST(C.s) AS lcs", "FIRST(B.v, 1) AS fb1",
 ]
-SLOW_MEASURES = ["SUM(v) AS total", "LAST(A.v) - FIRST(v) AS d", "PREV(LAST(B.v)) AS pb"]
+SLOW_MEASURES = ["SUM(v) AS total", "LAST(A.v) - FIRST(v) AS d", "PREV(LAST(B.v)) AS pb",
+                 "COUNT(*) FILTER (WHERE v > 1) AS nf", "FINAL LAST(CLASSIFIER()) AS lc",
+                 "SUM(CASE WHEN CLASSIFIER() = 'A' THEN v END) AS sa",
+                 "PREV(CLASSIFIER()) AS pc"]
 
 
 def _query(items: list[tuple[str, str]], defines: dict[str, str], measures: list[str],

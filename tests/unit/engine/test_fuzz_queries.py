@@ -32,18 +32,23 @@ _CONDITIONS = [
     "FIRST(A.v) < v", "LAST(B.n) = n", "n BETWEEN 1 AND 3", "n IN (1, 2, NULL)",
     "CAST(v AS BIGINT) = 1", "ABS(n) > 9223372036854775807", "NOT v > 0", "TRUE", "NULL",
     "v", "n + s > 0", "sum(CASE WHEN CLASSIFIER() = 'A' THEN n END) > 1",
+    "count(*) FILTER (WHERE v > 0) < 3", "sum(A.n) FILTER (WHERE A.v IS NOT NULL) > 1",
+    "count(*) FILTER (WHERE n) > 0", "LAST(1) = 1",
 ]
 _MEASURES = [
     "FIRST(A.n) AS fa", "LAST(n) AS ln", "COUNT(*) AS c", "CLASSIFIER() AS cls",
     "MATCH_NUMBER() AS mn", "sum(v) AS sv", "FINAL LAST(B.v) AS lb", "avg(n) AS an",
-    "max(ts) AS mt", "RUNNING count(B.*) AS cb",
+    "max(ts) AS mt", "RUNNING count(B.*) AS cb", "FINAL LAST(CLASSIFIER()) AS fl",
+    "PREV(CLASSIFIER()) AS pc", "count(CASE WHEN CLASSIFIER() = 'B' THEN 1 END) AS nb",
+    "count(*) FILTER (WHERE v > 0) AS cf", "FINAL sum(A.n) FILTER (WHERE A.v > 1) AS sf",
 ]
 _SKIPS = ["", "AFTER MATCH SKIP PAST LAST ROW", "AFTER MATCH SKIP TO NEXT ROW",
           "AFTER MATCH SKIP TO LAST B", "AFTER MATCH SKIP TO FIRST C"]
 _ROWS = ["", "ONE ROW PER MATCH", "ALL ROWS PER MATCH", "ALL ROWS PER MATCH WITH UNMATCHED ROWS",
          "ALL ROWS PER MATCH OMIT EMPTY MATCHES"]
 _MUTATIONS = ["(", ")", "PREV(", "FINAL", "RUNNING", "MATCH", "A{²}", "*", "+", "{2,1}", ",",
-              "NOT", "INTERVAL '1e30' DAY", "CLASSIFIER()", "'x'", "))))", "PERMUTE", "|"]
+              "NOT", "INTERVAL '1e30' DAY", "CLASSIFIER()", "'x'", "))))", "PERMUTE", "|",
+              "FILTER (WHERE v > 0)", "FILTER"]
 
 
 @st.composite
@@ -77,8 +82,10 @@ def _query(draw: st.DrawFn) -> str:
     defines = [f"{var} AS {draw(st.sampled_from(_CONDITIONS))}"
                for var in draw(st.lists(st.sampled_from(present), max_size=3, unique=True))]
     skips = [k for k in _SKIPS if not k or k[-1] not in "BC" or k[-1] in present]
-    order = draw(st.sampled_from(["ts", "n NULLS FIRST", "ts DESC", "N", "v"]))
-    partition = draw(st.sampled_from(["", "PARTITION BY p", "PARTITION BY P"]))
+    order = draw(st.sampled_from(["ts", "n NULLS FIRST", "ts DESC", "N", "v",
+                                  "ts + INTERVAL '1' SECOND", "n * 2 DESC NULLS FIRST"]))
+    partition = draw(st.sampled_from(["", "PARTITION BY p", "PARTITION BY P",
+                                      "PARTITION BY upper(p)", "PARTITION BY n % 2"]))
     within = draw(st.sampled_from(["", "WITHIN INTERVAL '3' SECOND"]))
     text = (f"SELECT * FROM t MATCH_RECOGNIZE ({partition} ORDER BY {order} "
             f"MEASURES {', '.join(measures)} {draw(st.sampled_from(_ROWS))} "

@@ -36,6 +36,11 @@ CONDITIONS = [
     "x > PREV(FIRST(x))", "SUM(x) < 4", "COUNT(*) <= 3", "COUNT({v}.*) < 3", "AVG(y) >= 0",
     "MIN(x) > -2", "MAX(y) < 3", "MATCH_NUMBER() % 2 = 1", "CLASSIFIER() = '{v}' OR x > 1",
     "x > LAST({v}.x) OR y > 1", "RUNNING SUM(y) > 0", "NOT (x > y)",
+    # CLASSIFIER inside navigation and aggregates, aggregate FILTER (issue 13)
+    "PREV(CLASSIFIER()) = '{v}'", "LAST(CLASSIFIER(), 1) = '{v}' OR x > 0",
+    "SUM(CASE WHEN CLASSIFIER() = '{v}' THEN x END) < 3", "COUNT(*) FILTER (WHERE x > 0) < 2",
+    "COUNT(CASE WHEN CLASSIFIER() = '{v}' THEN 1 END) FILTER (WHERE y IS NOT NULL) <= 2",
+    "SUM({v}.x) FILTER (WHERE {v}.y > 0) <= 2",
 ]
 MEASURES = [
     "MATCH_NUMBER() AS mn", "CLASSIFIER() AS cls", "FIRST(x) AS fx", "LAST(y) AS ly",
@@ -45,6 +50,11 @@ MEASURES = [
     "MAX({v}.y) AS mby", "RUNNING SUM(y) AS rsy", "FINAL SUM(y) AS fsy",
     "FINAL COUNT(*) AS fn", "RUNNING LAST(x) AS rlx", "FINAL LAST(x) AS flx",
     "FINAL MAX(x) AS fmx", "CLASSIFIER({v}) AS ca", "ts AS t", "FINAL AVG({v}.x) AS fav",
+    "FINAL LAST(CLASSIFIER()) AS flc", "PREV(CLASSIFIER()) AS pc", "NEXT(CLASSIFIER()) AS nc",
+    "FIRST(CLASSIFIER(), 1) AS fc1", "LAST(CLASSIFIER({v})) AS lcv",
+    "SUM(CASE WHEN CLASSIFIER() = '{v}' THEN x END) AS scx", "SUM(MATCH_NUMBER()) AS smn",
+    "COUNT(*) FILTER (WHERE x > 0) AS cf", "FINAL SUM({v}.x) FILTER (WHERE {v}.y >= 0) AS sf",
+    "COUNT({v}.*) FILTER (WHERE CLASSIFIER({v}) = 'A') AS cfa",
 ]
 ROWS = ["ONE ROW PER MATCH", "ALL ROWS PER MATCH", "ALL ROWS PER MATCH SHOW EMPTY MATCHES",
         "ALL ROWS PER MATCH OMIT EMPTY MATCHES", "ALL ROWS PER MATCH WITH UNMATCHED ROWS"]
@@ -89,9 +99,10 @@ def queries(draw: st.DrawFn, rows_per_match: list[str]) -> str:
                                  "TO NEXT ROW", "TO FIRST", "TO LAST", "TO"]))
     if skip in ("TO FIRST", "TO LAST", "TO"):
         skip = f"{skip} {draw(st.sampled_from(used))}"
-    partition = draw(st.sampled_from(["", "PARTITION BY p "]))
+    partition = draw(st.sampled_from(["", "PARTITION BY p ", "PARTITION BY UPPER(p) "]))
     nulls = draw(st.sampled_from(["", " NULLS FIRST", " NULLS LAST"]))
-    return (f"SELECT * FROM t MATCH_RECOGNIZE ({partition}ORDER BY ts{nulls} "
+    order = draw(st.sampled_from(["ts", "ts", "ts * 2 + 1"]))  # expression keys (issue 13)
+    return (f"SELECT * FROM t MATCH_RECOGNIZE ({partition}ORDER BY {order}{nulls} "
             f"MEASURES {', '.join(measures)} {rows} AFTER MATCH SKIP {skip} "
             f"PATTERN ({pattern}) DEFINE {', '.join(defines) or used[0] + ' AS TRUE'})")
 
@@ -112,10 +123,13 @@ def tables(draw: st.DrawFn) -> pd.DataFrame:
 def _in_order(query: str, df: pd.DataFrame) -> pd.DataFrame:
     """The rows in the order the query sorts them (the order a stream delivers them)."""
     first = "NULLS FIRST" in query
-    (name, descending), *_ = cep_core.compile_query(query).order_by
-    column = next(c for c in df.columns if c.lower() == name.lower())
-    return df.sort_values(column, ascending=not descending, kind="mergesort",
-                          na_position="first" if first else "last").reset_index(drop=True)
+    compiled = cep_core.compile_query(query)
+    (name, descending), *_ = compiled.order_by
+    keyed = compiled.with_keys(df)  # an ORDER BY expression becomes a column
+    column = next(c for c in keyed.columns if c.lower() == name.lower())
+    ordered = keyed.sort_values(column, ascending=not descending, kind="mergesort",
+                                na_position="first" if first else "last")
+    return ordered[list(df.columns)].reset_index(drop=True)
 
 
 def _canon(v: Any) -> Any:
