@@ -178,6 +178,14 @@ def _plan(compiled: CompiledQuery, schema, types: Mapping[str, Any]) -> _Plan:  
     probe = pd.DataFrame([list(range(len(names)))], columns=names)
     chosen = select(replace(tree, order_by=()), probe)
     selected = [(int(chosen.iat[0, j]), str(chosen.columns[j])) for j in range(chosen.shape[1])]
+    seen: dict[str, str] = {}
+    for _, name in selected:  # Spark resolves names case-insensitively
+        if name.lower() in seen:
+            raise QueryError(f"the output has two columns named {name!r} (e.g. a measure "
+                             "named like an input column under ALL ROWS PER MATCH); a Spark "
+                             "DataFrame needs distinct names: rename the measure or select "
+                             "the columns you need with aliases")
+        seen[name.lower()] = name
     order = []
     for item in tree.order_by:
         only = replace(tree, select=(ast.SelectItem(item.column.name, quoted=item.column.quoted,

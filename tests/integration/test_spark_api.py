@@ -132,6 +132,8 @@ def test_invalid_queries_fail_on_the_driver_before_any_job(spark) -> None:  # no
             ("MATCH_RECOGNIZE (PARTITION BY missing ORDER BY t PATTERN (A))", "unknown column"),
             ("MATCH_RECOGNIZE (ORDER BY t PATTERN (A B DEFINE A AS v > 1)", "unexpected"),
             ("MATCH_RECOGNIZE (ORDER BY t MEASURES A.v AS m PATTERN (A))", None),
+            ("MATCH_RECOGNIZE (ORDER BY t MEASURES A.v * 2 AS V ALL ROWS PER MATCH "
+             "PATTERN (A))", "two columns named 'v'"),
         ]
         for query, message in cases:
             if message is None:
