@@ -40,7 +40,7 @@ from .gold_live_archive import check_live_columns, live_archive_rows, record_acc
 from .gold_pattern import pattern_rows
 from .gold_rows import GOLD_DDL
 from .gold_uncertain import merge_probabilistic, uncertain_rows
-from .gold_window import WindowStep, commit_windows, window_step
+from .gold_window import WindowSteps, commit_windows, window_steps
 from .gold_window import drop_stale as drop_stale_windows
 from .live_step import LiveStep, drop_stale, save_state
 from .streaming import StreamRun, log, run_stream
@@ -61,8 +61,8 @@ class Detection:
     probabilistic: list[tuple[UncertainQuery, Any, list[str]]] = field(default_factory=list)
     #: per acquisition query with work in this batch: its gold.acquisition_plans record
     plans: list[dict[str, Any]] = field(default_factory=list)
-    #: per window query: its step (output rows and new state, written after gold)
-    windows: list[WindowStep] = field(default_factory=list)
+    #: the window queries' step (output rows and new state, written after gold)
+    windows: WindowSteps | None = None
 
 
 def detect(spark, queries: Sequence[QueryDefinition], new_events, history, version: int,  # noqa: ANN001, PLR0913
@@ -91,8 +91,7 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
         pool = pool_name(query.id) if pool_name(query.id) in pools else None
         context.setLocalProperty("spark.scheduler.pool", pool)  # None: the default pool
         if isinstance(query, WindowQuery):
-            found.windows.append(window_step(spark, settings, query, new_events, batch_id))
-            continue
+            continue  # all window queries at once, below
         if isinstance(query, UncertainQuery):
             rows, touched = uncertain_rows(query, new_events, history, version, batch_id,
                                            detected, buckets)
@@ -121,6 +120,9 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
         if pool:
             results[-1] = results[-1].localCheckpoint(eager=True)  # computed in its pool
     context.setLocalProperty("spark.scheduler.pool", None)
+    windows = [q for q in queries if isinstance(q, WindowQuery)]
+    if windows:
+        found.windows = window_steps(spark, settings, windows, new_events, batch_id)
     if not results:
         found.rows = spark.createDataFrame([], GOLD_DDL)
         return found
@@ -250,12 +252,14 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                 log(f"{QUERY}: batch {batch_id}: {query.id}: probabilistic events of "
                     f"{len(touched)} partition keys recomputed ({query.method})")
             window_rows = commit_windows(spark, settings, found.windows, batch_id, detected)
-            for step in found.windows:
-                log(f"{QUERY}: batch {batch_id}: {step.query.id}: {step.stats['events']} "
-                    f"events inserted, {step.stats['late_dropped']} too late (dropped), "
-                    f"{step.stats['rows']} window rows; watermark "
-                    f"{datetime.fromtimestamp(step.watermark / 1e6, UTC).isoformat()}")
-            if found.windows:
+            steps = found.windows
+            for query_id, stats in (steps.stats.items() if steps else ()):
+                assert steps is not None
+                mark = datetime.fromtimestamp(steps.watermarks[query_id] / 1e6, UTC)
+                log(f"{QUERY}: batch {batch_id}: {query_id}: {stats['events']} events "
+                    f"inserted, {stats['late_dropped']} too late (dropped), {stats['rows']} "
+                    f"window rows; watermark {mark.isoformat()}")
+            if steps:
                 log(f"{QUERY}: batch {batch_id}: {window_rows} rows to gold.window_outputs")
             for query, step in found.live_steps:  # after gold: a crash in between replays
                 save_state(spark, settings, query, step, batch_id, version, detected)

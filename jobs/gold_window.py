@@ -8,7 +8,7 @@ buckets and each bucket has one row with its operator's JSON state (``to_state()
 row of bucket -1 holds the query's watermark. The semantics are in docs/windows.md ("In
 the pipeline").
 
-Per micro-batch ``b`` (:func:`window_step`):
+Per micro-batch ``b`` (:func:`window_steps`, every window query at once):
 
 1. The watermark moves to ``max(previous watermark, newest event time of the batch -
    watermark_delay)`` (every silver event of the batch counts, whatever its type or key).
@@ -52,11 +52,12 @@ BUCKET = "_bucket"
 #: Bumped when the stored state's meaning changes (stored state of another format is
 #: dropped, the query starts with empty windows).
 STATE_FORMAT = 1
-#: What a bucket call returns: ``row`` (an output row), ``state`` (the bucket's new state
-#: and the state it started from), ``stats`` (counters as JSON).
-OUT_DDL = ("kind STRING, bucket INT, key STRING, window_start BIGINT, window_end BIGINT, "
-           "window_id BIGINT, aggregate STRING, value DOUBLE, event_count BIGINT, "
-           "revision INT, emitted_at BIGINT, state STRING, previous STRING, stats STRING")
+#: What a (query, bucket) call returns: ``row`` (an output row), ``state`` (the bucket's new
+#: state and the state it started from), ``stats`` (counters as JSON).
+OUT_DDL = ("kind STRING, query_id STRING, bucket INT, key STRING, window_start BIGINT, "
+           "window_end BIGINT, window_id BIGINT, aggregate STRING, value DOUBLE, "
+           "event_count BIGINT, revision INT, emitted_at BIGINT, state STRING, "
+           "previous STRING, stats STRING")
 _OUT_NAMES = [c.split()[0] for c in OUT_DDL.split(", ")]
 
 
@@ -112,21 +113,25 @@ def feed(query: WindowQuery, state: str | None, events: pd.DataFrame,
     return op, rows, {"events": accepted, "late_dropped": late, "rows": len(rows)}
 
 
-def bucket_step(query: WindowQuery, previous_watermark: int | None, watermark: int,
+def bucket_step(queries: dict[str, WindowQuery], previous: dict[str, int | None],
+                watermarks: dict[str, int],
                 ) -> Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame]:
-    """cogroup function: one bucket's events x its stored state -> output rows, new state
-    and counters."""
+    """cogroup function: one (query, bucket)'s events x its stored state -> output rows,
+    new state and counters."""
 
     def run(events: pd.DataFrame, state: pd.DataFrame) -> pd.DataFrame:
-        bucket = int(events[BUCKET].iloc[0] if len(events) else state["bucket"].iloc[0])
+        head = events if len(events) else state
+        query_id, bucket = str(head["query_id"].iloc[0]), int(head[BUCKET].iloc[0])
         before = state["state"].iloc[0] if len(state) else None
         if before is not None and pd.isna(before):
             before = None
-        op, rows, stats = feed(query, before, events, previous_watermark, watermark)
+        query = queries[query_id]
+        op, rows, stats = feed(query, before, events, previous[query_id],
+                               watermarks[query_id])
         out: dict[str, list[Any]] = {n: [] for n in _OUT_NAMES}
 
         def add(kind: str, **values: Any) -> None:
-            row = {"kind": kind, "bucket": bucket, **values}
+            row = {"kind": kind, "query_id": query_id, "bucket": bucket, **values}
             for name, column in out.items():
                 column.append(row.get(name))
 
@@ -148,128 +153,138 @@ def bucket_step(query: WindowQuery, previous_watermark: int | None, watermark: i
 
 
 @dataclass
-class WindowStep:
-    """One batch's step of one window query: its output rows and new state rows (a
-    checkpointed DataFrame of ``OUT_DDL``), saved by :func:`commit_windows`."""
+class WindowSteps:
+    """One batch's step of every window query: output rows and new state rows (a
+    checkpointed DataFrame of ``OUT_DDL``), saved by :func:`commit_windows`; per query its
+    fingerprint, watermark before and after the batch, and counters."""
 
-    query: WindowQuery
-    fingerprint: str
+    queries: list[WindowQuery]
+    fingerprints: dict[str, str]
     out: Any
-    previous_watermark: int | None
-    watermark: int
-    stats: dict[str, int] = field(default_factory=dict)
+    previous: dict[str, int | None]
+    watermarks: dict[str, int]
+    stats: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
-def stored_state(spark, settings: Settings, query: WindowQuery, fp: str, batch_id: int):  # noqa: ANN001, ANN201
-    """The query's usable stored state rows (bucket, state) for batch ``batch_id``: a row
-    that batch ``batch_id`` itself saved (a replay) gives the state it started from."""
+def stored_state(spark, settings: Settings, fingerprints: dict[str, str], batch_id: int):  # noqa: ANN001, ANN201
+    """The usable stored state rows (query_id, bucket, state) of the queries for batch
+    ``batch_id``: a row that batch ``batch_id`` itself saved (a replay) gives the state it
+    started from."""
     from pyspark.sql import functions as F
 
-    rows = LakeTable(spark, settings, STATE).ensure().read().where(
-        (F.col("query_id") == query.id) & (F.col("fingerprint") == fp))
+    valid = F.lit(False)
+    for query_id, fp in fingerprints.items():
+        valid = valid | ((F.col("query_id") == query_id) & (F.col("fingerprint") == fp))
+    rows = LakeTable(spark, settings, STATE).ensure().read().where(valid)
     newest = rows.agg(F.max("batch_id")).first()[0]
     if newest is not None and newest > batch_id:
         raise RuntimeError(
-            f"window query {query.id!r}: gold.window_state holds batch {newest}, the gold "
-            f"stream is at batch {batch_id}: the state is ahead of the stream's checkpoint "
-            "(restore the checkpoint, or delete the query's rows of gold.window_state to "
-            "restart its windows)")
-    return rows.select("bucket", F.when(F.col("batch_id") == batch_id, F.col("previous"))
-                       .otherwise(F.col("state")).alias("state")).where(
-        F.col("state").isNotNull())
+            f"gold.window_state holds batch {newest}, the gold stream is at batch "
+            f"{batch_id}: the window state is ahead of the stream's checkpoint (restore the "
+            "checkpoint, or delete the rows of gold.window_state to restart the windows)")
+    return rows.select(
+        "query_id", F.col("bucket").alias(BUCKET),
+        F.when(F.col("batch_id") == batch_id, F.col("previous")).otherwise(F.col("state"))
+        .alias("state")).where(F.col("state").isNotNull())
 
 
-def window_step(spark, settings: Settings, query: WindowQuery, new_events,  # noqa: ANN001
-                batch_id: int) -> WindowStep:
-    """The query's step for one micro-batch (``new_events``: the batch's silver rows with
-    the engine columns): computed and checkpointed, nothing written yet."""
+def window_steps(spark, settings: Settings, queries: Sequence[WindowQuery], new_events,  # noqa: ANN001
+                 batch_id: int) -> WindowSteps:
+    """Every window query's step for one micro-batch (``new_events``: the batch's silver
+    rows with the engine columns), in one pandas call per (query, bucket): computed and
+    checkpointed, nothing written yet."""
+    from functools import reduce
+
     from pyspark.sql import functions as F
 
-    fp = fingerprint(query, settings, gold_writer(settings))
-    stored = stored_state(spark, settings, query, fp, batch_id).localCheckpoint(eager=True)
-    marks = {r.bucket: r.state for r in stored.where(F.col("bucket") < 0).collect()}
-    previous = json.loads(marks[-1])["watermark"] if -1 in marks else None
+    writer = gold_writer(settings)
+    by_id = {q.id: q for q in queries}
+    fingerprints = {q.id: fingerprint(q, settings, writer) for q in queries}
+    stored = stored_state(spark, settings, fingerprints, batch_id).localCheckpoint(eager=True)
+    marks = {r.query_id: json.loads(r.state)["watermark"]
+             for r in stored.where(F.col(BUCKET) < 0).collect()}
     newest = new_events.agg(F.max(F.unix_micros("event_time"))).first()[0]
-    watermark = newest - micros(query.watermark_delay)
-    if previous is not None:
-        watermark = max(watermark, previous)
+    previous = {q.id: marks.get(q.id) for q in queries}
+    watermarks = {}
+    for q in queries:
+        mark = newest - micros(q.watermark_delay)
+        watermarks[q.id] = mark if previous[q.id] is None else max(mark, previous[q.id])
     buckets = settings.partial_match_buckets
-    events = new_events.where(F.col(query.key).isNotNull())
-    if query.event_types:
-        events = events.where(F.col("event_type").isin(*query.event_types))
-    events = events.select(
-        F.col(query.key).cast("string").alias("key"),
-        F.unix_micros("event_time").alias("time"),
-        F.xxhash64("event_id").alias("seq"),
-        F.col(query.attribute).cast("double").alias("value"),
-        F.pmod(F.hash(F.col(query.key).cast("string")), F.lit(buckets)).cast("int").alias(
-            BUCKET))
-    state_in = stored.where(F.col("bucket") >= 0)
-    if previous is not None and watermark == previous:  # only buckets with new events move
-        state_in = state_in.join(events.select(F.col(BUCKET).alias("bucket")).distinct(),
-                                 "bucket", "left_semi")
-    out = events.groupBy(BUCKET).cogroup(state_in.groupBy("bucket")).applyInPandas(
-        bucket_step(query, previous, watermark), OUT_DDL).localCheckpoint(eager=True)
-    totals = {"events": 0, "late_dropped": 0, "rows": 0}
-    for (text,) in out.where(F.col("kind") == "stats").select("stats").collect():
-        for name, value in json.loads(text).items():
-            totals[name] += int(value)
-    return WindowStep(query, fp, out, previous, watermark, totals)
+    frames = []
+    for q in queries:
+        events = new_events.where(F.col(q.key).isNotNull())
+        if q.event_types:
+            events = events.where(F.col("event_type").isin(*q.event_types))
+        key = F.col(q.key).cast("string")
+        frames.append(events.select(
+            F.lit(q.id).alias("query_id"), key.alias("key"),
+            F.unix_micros("event_time").alias("time"), F.xxhash64("event_id").alias("seq"),
+            F.col(q.attribute).cast("double").alias("value"),
+            F.pmod(F.hash(key), F.lit(buckets)).cast("int").alias(BUCKET)))
+    events = reduce(lambda a, b: a.unionByName(b), frames)
+    state_in = stored.where(F.col(BUCKET) >= 0)
+    still = [q for q in queries if previous[q.id] is not None
+             and watermarks[q.id] == previous[q.id]]
+    if still:  # the watermark did not move: only buckets with new events are called
+        moved = ~F.col("query_id").isin(*[q.id for q in still])
+        touched = events.select("query_id", BUCKET).distinct()
+        state_in = state_in.where(moved).unionByName(
+            state_in.where(~moved).join(touched, ["query_id", BUCKET], "left_semi"))
+    out = events.groupBy("query_id", BUCKET).cogroup(
+        state_in.groupBy("query_id", BUCKET)).applyInPandas(
+        bucket_step(by_id, previous, watermarks), OUT_DDL).localCheckpoint(eager=True)
+    stats = {q.id: {"events": 0, "late_dropped": 0, "rows": 0} for q in queries}
+    for r in out.where(F.col("kind") == "stats").select("query_id", "stats").collect():
+        for name, value in json.loads(r.stats).items():
+            stats[r.query_id][name] += int(value)
+    return WindowSteps(list(queries), fingerprints, out, previous, watermarks, stats)
 
 
-def output_rows(steps: Sequence[WindowStep], batch_id: int, detected: datetime):  # noqa: ANN201
-    """The batch's ``gold.window_outputs`` rows of every step (a lazy DataFrame)."""
+def output_rows(steps: WindowSteps, batch_id: int, detected: datetime):  # noqa: ANN201
+    """The batch's ``gold.window_outputs`` rows (a lazy DataFrame)."""
     from pyspark.sql import functions as F
 
+    version = F.create_map(*[F.lit(x) for q in steps.queries for x in (q.id, q.version)])
+    mode = F.create_map(*[F.lit(x) for q in steps.queries for x in (q.id, q.mode)])
     now = F.lit(pd.Timestamp(detected).tz_localize(None)).cast("timestamp")
-    frames = [
-        step.out.where(F.col("kind") == "row").select(
-            F.lit(step.query.id).alias("query_id"),
-            F.lit(step.query.version).alias("query_version"), "key",
-            F.lit(step.query.mode).alias("window_kind"),
-            F.timestamp_micros("window_start").alias("window_start"),
-            F.timestamp_micros("window_end").alias("window_end"), "window_id", "aggregate",
-            "value", "event_count", "revision",
-            F.timestamp_micros("emitted_at").alias("emitted_at"),
-            F.lit(batch_id).cast("bigint").alias("batch_id"), now.alias("detection_time"))
-        for step in steps]
-    out = frames[0]
-    for frame in frames[1:]:
-        out = out.unionByName(frame)
-    return out
+    return steps.out.where(F.col("kind") == "row").select(
+        "query_id", version[F.col("query_id")].alias("query_version"), "key",
+        mode[F.col("query_id")].alias("window_kind"),
+        F.timestamp_micros("window_start").alias("window_start"),
+        F.timestamp_micros("window_end").alias("window_end"), "window_id", "aggregate",
+        "value", "event_count", "revision", F.timestamp_micros("emitted_at").alias("emitted_at"),
+        F.lit(batch_id).cast("bigint").alias("batch_id"), now.alias("detection_time"))
 
 
-def commit_windows(spark, settings: Settings, steps: Sequence[WindowStep], batch_id: int,  # noqa: ANN001
+def commit_windows(spark, settings: Settings, steps: WindowSteps | None, batch_id: int,  # noqa: ANN001
                    detected: datetime) -> int:
-    """Append the batch's output rows (once per batch id) then save each query's state.
-    Returns the number of output rows."""
+    """Append the batch's output rows (once per batch id), then save the state (one MERGE
+    for every query). Returns the number of output rows."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    if not steps:
+    if steps is None:
         return 0
-    rows = sum(step.stats["rows"] for step in steps)
+    rows = sum(s["rows"] for s in steps.stats.values())
     outputs = LakeTable(spark, settings, OUTPUTS).ensure()
     if rows:
         outputs.append(output_rows(steps, batch_id, detected),
                        f"{gold_writer(settings)}:window_outputs", batch_id)
     table = LakeTable(spark, settings, STATE).ensure()
-    updated = F.lit(pd.Timestamp(detected).tz_localize(None)).cast("timestamp")
-    for step in steps:
-        mark = json.dumps({"watermark": step.watermark})
-        before = (None if step.previous_watermark is None
-                  else json.dumps({"watermark": step.previous_watermark}))
-        new = step.out.where(F.col("kind") == "state").select(
-            "bucket", "state", "previous").unionByName(spark.createDataFrame(
-                [(-1, mark, before)], "bucket INT, state STRING, previous STRING"))
-        new = new.select(F.lit(step.query.id).alias("query_id"),
-                         F.lit(step.fingerprint).alias("fingerprint"), "bucket",
-                         F.lit(batch_id).cast("bigint").alias("batch_id"), "state", "previous",
-                         updated.alias("updated"))
-        match = ("t.query_id = s.query_id AND t.fingerprint = s.fingerprint "
-                 "AND t.bucket = s.bucket")
-        (DeltaTable.forPath(spark, table.path).alias("t").merge(new.alias("s"), match)
-         .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+    marks = [(q.id, -1, json.dumps({"watermark": steps.watermarks[q.id]}),
+              None if steps.previous[q.id] is None
+              else json.dumps({"watermark": steps.previous[q.id]})) for q in steps.queries]
+    fp = F.create_map(*[F.lit(x) for q_id, f in steps.fingerprints.items() for x in (q_id, f)])
+    new = steps.out.where(F.col("kind") == "state").select(
+        "query_id", "bucket", "state", "previous").unionByName(spark.createDataFrame(
+            marks, "query_id STRING, bucket INT, state STRING, previous STRING"))
+    new = new.select("query_id", fp[F.col("query_id")].alias("fingerprint"), "bucket",
+                     F.lit(batch_id).cast("bigint").alias("batch_id"), "state", "previous",
+                     F.lit(pd.Timestamp(detected).tz_localize(None)).cast("timestamp")
+                     .alias("updated"))
+    match = "t.query_id = s.query_id AND t.fingerprint = s.fingerprint AND t.bucket = s.bucket"
+    (DeltaTable.forPath(spark, table.path).alias("t").merge(new.alias("s"), match)
+     .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
     return rows
 
 
