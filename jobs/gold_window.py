@@ -166,26 +166,33 @@ class WindowSteps:
     stats: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
-def stored_state(spark, settings: Settings, fingerprints: dict[str, str], batch_id: int):  # noqa: ANN001, ANN201
-    """The usable stored state rows (query_id, bucket, state) of the queries for batch
-    ``batch_id``: a row that batch ``batch_id`` itself saved (a replay) gives the state it
-    started from."""
+def stored_state(spark, settings: Settings, fingerprints: dict[str, str], batch_id: int,  # noqa: ANN001
+                 ) -> tuple[dict[str, int | None], Any]:
+    """Per query its watermark before batch ``batch_id``, and the usable stored state rows
+    (query_id, bucket, state; lazy): a row that batch ``batch_id`` itself saved (a replay)
+    gives the state it started from. The watermark row (bucket -1) is saved by every batch,
+    so its batch id is the query's newest."""
     from pyspark.sql import functions as F
 
     valid = F.lit(False)
     for query_id, fp in fingerprints.items():
         valid = valid | ((F.col("query_id") == query_id) & (F.col("fingerprint") == fp))
     rows = LakeTable(spark, settings, STATE).ensure().read().where(valid)
-    newest = rows.agg(F.max("batch_id")).first()[0]
-    if newest is not None and newest > batch_id:
-        raise RuntimeError(
-            f"gold.window_state holds batch {newest}, the gold stream is at batch "
-            f"{batch_id}: the window state is ahead of the stream's checkpoint (restore the "
-            "checkpoint, or delete the rows of gold.window_state to restart the windows)")
-    return rows.select(
+    previous: dict[str, int | None] = dict.fromkeys(fingerprints)
+    for r in rows.where(F.col("bucket") < 0).collect():
+        if r.batch_id > batch_id:
+            raise RuntimeError(
+                f"window query {r.query_id!r}: gold.window_state holds batch {r.batch_id}, "
+                f"the gold stream is at batch {batch_id}: the window state is ahead of the "
+                "stream's checkpoint (restore the checkpoint, or delete the query's rows of "
+                "gold.window_state to restart its windows)")
+        mark = r.previous if r.batch_id == batch_id else r.state
+        previous[r.query_id] = None if mark is None else json.loads(mark)["watermark"]
+    state = rows.where(F.col("bucket") >= 0).select(
         "query_id", F.col("bucket").alias(BUCKET),
         F.when(F.col("batch_id") == batch_id, F.col("previous")).otherwise(F.col("state"))
         .alias("state")).where(F.col("state").isNotNull())
+    return previous, state
 
 
 def window_steps(spark, settings: Settings, queries: Sequence[WindowQuery], new_events,  # noqa: ANN001
@@ -200,11 +207,8 @@ def window_steps(spark, settings: Settings, queries: Sequence[WindowQuery], new_
     writer = gold_writer(settings)
     by_id = {q.id: q for q in queries}
     fingerprints = {q.id: fingerprint(q, settings, writer) for q in queries}
-    stored = stored_state(spark, settings, fingerprints, batch_id).localCheckpoint(eager=True)
-    marks = {r.query_id: json.loads(r.state)["watermark"]
-             for r in stored.where(F.col(BUCKET) < 0).collect()}
+    previous, state_in = stored_state(spark, settings, fingerprints, batch_id)
     newest = new_events.agg(F.max(F.unix_micros("event_time"))).first()[0]
-    previous = {q.id: marks.get(q.id) for q in queries}
     watermarks = {}
     for q in queries:
         mark = newest - micros(q.watermark_delay)
@@ -222,7 +226,6 @@ def window_steps(spark, settings: Settings, queries: Sequence[WindowQuery], new_
             F.col(q.attribute).cast("double").alias("value"),
             F.pmod(F.hash(key), F.lit(buckets)).cast("int").alias(BUCKET)))
     events = reduce(lambda a, b: a.unionByName(b), frames)
-    state_in = stored.where(F.col(BUCKET) >= 0)
     still = [q for q in queries if previous[q.id] is not None
              and watermarks[q.id] == previous[q.id]]
     if still:  # the watermark did not move: only buckets with new events are called
