@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 
 from cep_core.windows import Event, Insert
 from lakecep.jobs import bronze, gold, silver
+from lakecep.jobs.status import lake_status
 from lakecep.jobs.tables import LakeTable
 from lakecep.queries import WindowQuery, load_queries
 
@@ -247,3 +248,4 @@ def test_window_queries_in_gold_equal_recomputation(spark, settings, tmp_path: P
     gold.run(spark, local)
     assert read() == before and outputs.read().count() == total
     assert {r.batch_id for r in state.read().where("bucket = -1").collect()} == {last}
+    assert lake_status(spark, local).counts["gold.window_outputs"] == total
