@@ -4,7 +4,8 @@ For each silver micro-batch (the newly arrived events) the driver pins the silve
 hands the batch and the history at that version to each shipped query's kind --
 :mod:`~lakecep.jobs.gold_pattern` (MATCH_RECOGNIZE over the touched keys' history),
 :mod:`~lakecep.jobs.gold_live_archive` (live pattern joined with an archive pattern) and
-:mod:`~lakecep.jobs.gold_uncertain` (probabilistic events) -- and writes what they found.
+:mod:`~lakecep.jobs.gold_uncertain` (probabilistic events), :mod:`~lakecep.jobs.gold_window`
+(window aggregates, to ``gold.window_outputs``) -- and writes what they found.
 
 Rows are merged into ``gold.complex_events`` on ``(query_id, match_id)``, where
 ``match_id`` hashes the query and the ids of its sub-events (:mod:`~lakecep.jobs.gold_rows`),
@@ -27,6 +28,7 @@ from lakecep.queries import (
     PatternQuery,
     QueryDefinition,
     UncertainQuery,
+    WindowQuery,
     load_queries,
 )
 from lakecep.sources import load_sources, sources_dir, with_source_attributes
@@ -38,6 +40,8 @@ from .gold_live_archive import check_live_columns, live_archive_rows, record_acc
 from .gold_pattern import pattern_rows
 from .gold_rows import GOLD_DDL
 from .gold_uncertain import merge_probabilistic, uncertain_rows
+from .gold_window import WindowSteps, commit_windows, window_steps
+from .gold_window import drop_stale as drop_stale_windows
 from .live_step import LiveStep, drop_stale, save_state
 from .streaming import StreamRun, log, run_stream
 from .tables import LakeTable, engine_columns
@@ -57,6 +61,8 @@ class Detection:
     probabilistic: list[tuple[UncertainQuery, Any, list[str]]] = field(default_factory=list)
     #: per acquisition query with work in this batch: its gold.acquisition_plans record
     plans: list[dict[str, Any]] = field(default_factory=list)
+    #: the window queries' step (output rows and new state, written after gold)
+    windows: WindowSteps | None = None
 
 
 def detect(spark, queries: Sequence[QueryDefinition], new_events, history, version: int,  # noqa: ANN001, PLR0913
@@ -84,6 +90,8 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
     for query in queries:
         pool = pool_name(query.id) if pool_name(query.id) in pools else None
         context.setLocalProperty("spark.scheduler.pool", pool)  # None: the default pool
+        if isinstance(query, WindowQuery):
+            continue  # all window queries at once, below
         if isinstance(query, UncertainQuery):
             rows, touched = uncertain_rows(query, new_events, history, version, batch_id,
                                            detected, buckets)
@@ -112,6 +120,9 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
         if pool:
             results[-1] = results[-1].localCheckpoint(eager=True)  # computed in its pool
     context.setLocalProperty("spark.scheduler.pool", None)
+    windows = [q for q in queries if isinstance(q, WindowQuery)]
+    if windows:
+        found.windows = window_steps(spark, settings, windows, new_events, batch_id)
     if not results:
         found.rows = spark.createDataFrame([], GOLD_DDL)
         return found
@@ -120,6 +131,15 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
         out = out.unionByName(frame)
     found.rows = out.dropDuplicates(["query_id", "match_id"])
     return found
+
+
+def check_window_columns(columns: Sequence[str], queries: Sequence[WindowQuery]) -> None:
+    """A window query's key must be a silver column handed to the engine or an attribute."""
+    for query in queries:
+        if query.key not in columns:
+            raise ValueError(f"window query {query.id!r}: key {query.key!r} is neither an "
+                             f"engine column nor an [attributes] name; use one of "
+                             f"{', '.join(columns)}")
 
 
 def log_pools(spark, tuned: dict[str, Any]) -> str:  # noqa: ANN001
@@ -161,6 +181,8 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
     for query in queries:  # fail fast on a bad query, before any data moves
         if isinstance(query, AcquisitionQuery):
             query.parsed()
+        elif isinstance(query, WindowQuery):
+            query.operator()
         elif isinstance(query, PatternQuery | UncertainQuery):
             compiled = query.compiled()
             if (compiled.engine == "uncertain") != isinstance(query, UncertainQuery):
@@ -191,6 +213,12 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
     if stale:
         log(f"{QUERY}: dropped the stored partial matches of {stale} changed or removed "
             "live-archive queries (their keys are replayed from silver history)")
+    windows = [q for q in queries if isinstance(q, WindowQuery)]
+    stale = drop_stale_windows(spark, settings, windows)
+    if stale:
+        log(f"{QUERY}: dropped the stored window state of {stale} changed or removed window "
+            "queries (they start with empty windows)")
+    check_window_columns(silver.read().select(*columns).columns, windows)
     if live_archive:
         check_live_columns(silver.read().select(*columns).schema, live_archive)
         log(f"{QUERY}: partial matches in {settings.partial_match_buckets} buckets, "
@@ -223,6 +251,16 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                 merge_probabilistic(spark, settings, query, prob_rows, touched)
                 log(f"{QUERY}: batch {batch_id}: {query.id}: probabilistic events of "
                     f"{len(touched)} partition keys recomputed ({query.method})")
+            window_rows = commit_windows(spark, settings, found.windows, batch_id, detected)
+            steps = found.windows
+            for query_id, stats in (steps.stats.items() if steps else ()):
+                assert steps is not None
+                mark = datetime.fromtimestamp(steps.watermarks[query_id] / 1e6, UTC)
+                log(f"{QUERY}: batch {batch_id}: {query_id}: {stats['events']} events "
+                    f"inserted, {stats['late_dropped']} too late (dropped), {stats['rows']} "
+                    f"window rows; watermark {mark.isoformat()}")
+            if steps:
+                log(f"{QUERY}: batch {batch_id}: {window_rows} rows to gold.window_outputs")
             for query, step in found.live_steps:  # after gold: a crash in between replays
                 save_state(spark, settings, query, step, batch_id, version, detected)
             for record in found.access:

@@ -36,6 +36,7 @@ from lakecep.queries import (
     LiveArchiveQuery,
     PatternQuery,
     QueryDefinition,
+    WindowQuery,
     load_queries,
 )
 
@@ -230,7 +231,8 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                                  side="acquisition", events=int(keys)))
                 continue
             if not isinstance(query, PatternQuery | LiveArchiveQuery):
-                log(f"{NAME}: {query.id}: uncertain query, arrival rates only")
+                kind = "window" if isinstance(query, WindowQuery) else "uncertain"
+                log(f"{NAME}: {query.id}: {kind} query, arrival rates only")
                 continue
             keys = tuple(_partition_keys(query))
             if keys not in samples:

@@ -156,7 +156,7 @@ def filtered_rows(spark, settings: Settings) -> int:  # noqa: ANN001
 
 def lake_status(spark, settings: Settings) -> LakeStatus:  # noqa: ANN001
     names = ["bronze.events", "silver.events", "silver.duplicates", "silver.quarantine",
-             "gold.complex_events", "gold.quality_results"]
+             "gold.complex_events", "gold.window_outputs", "gold.quality_results"]
     counts = {"landing (lines)": count_landed(settings)}
     for name in names:
         table = LakeTable(spark, settings, name)

@@ -11,7 +11,10 @@ optional join ``condition`` over both sides' measures and a ``strategy`` (see
 timestamps (``UNCERTAIN TIME``, docs/uncertain.md). A ``pattern`` query with
 ``acquisition = "plan"`` (or ``"all"`` / ``"frequency"``) is a seed-003 pattern
 (``seq(a, b, !x, c; 10 minutes)``, docs/acquisition.md) whose events are acquired from silver
-by a multi-step plan. See docs/queries.md.
+by a multi-step plan. A ``window`` query keeps time or count windows (or a sampled
+sliding window) of one numeric attribute per key, with incremental aggregates
+(``cep_core.windows``, docs/windows.md); its rows go to ``gold.window_outputs``. See
+docs/queries.md.
 """
 
 from __future__ import annotations
@@ -170,7 +173,69 @@ def _live_archive_spec(query: LiveArchiveQuery) -> LiveArchiveSpec:
 
 
 UNCERTAIN_METHODS = ("auto", "dp", "event", "point", "possible_worlds")
-QueryDefinition = PatternQuery | LiveArchiveQuery | UncertainQuery | AcquisitionQuery
+#: Aggregates a window query may compute (``cep_core.windows.AGGREGATES``).
+WINDOW_AGGREGATES = ("count", "sum", "avg", "var", "min", "max")
+#: Keys a ``kind = "window"`` file may have (a misspelt key is an error, not ignored).
+WINDOW_KEYS = frozenset({"id", "version", "kind", "description", "attributes", "attribute",
+                         "aggregates", "window", "rows", "slide", "every", "key",
+                         "event_types", "watermark_delay", "allowed_lateness"})
+_MICROSECOND = timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class WindowQuery:
+    """Windows of one numeric attribute per key with incremental aggregates (seed 004,
+    docs/windows.md), written to ``gold.window_outputs``. Exactly one of ``window`` (a time
+    window of that length) and ``rows`` (a count window of that many events); ``slide``
+    (a duration for time windows, a number of events for count windows; default: tumbling)
+    or ``every`` (time windows only: a sampled sliding window reported every period).
+    The gold job runs the operators in integer microseconds of event time."""
+
+    id: str
+    version: str
+    description: str
+    attribute: str
+    aggregates: tuple[str, ...]
+    window: timedelta | None = None
+    rows: int | None = None
+    slide: timedelta | int | None = None
+    every: timedelta | None = None
+    key: str = "object_id"
+    event_types: tuple[str, ...] = ()
+    watermark_delay: timedelta = timedelta(0)
+    allowed_lateness: timedelta = timedelta(0)
+    attributes: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def mode(self) -> str:
+        """``sample`` (``every``), ``time`` (time windows) or ``count`` (count windows)."""
+        if self.rows is not None:
+            return "count"
+        return "sample" if self.every is not None else "time"
+
+    def operator(self):  # noqa: ANN201 - cep_core.windows.Sampler | WindowOperator
+        """A new, empty operator of this query (times in microseconds)."""
+        from cep_core.windows import CountWindows, Sampler, TimeWindows, WindowOperator
+
+        lateness = micros(self.allowed_lateness)
+        if self.rows is not None:
+            slide = self.slide if isinstance(self.slide, int) else self.rows
+            return WindowOperator(CountWindows(self.rows, slide), self.aggregates, lateness)
+        assert self.window is not None
+        size = micros(self.window)
+        if self.every is not None:
+            return Sampler(size, micros(self.every), self.aggregates)
+        slide_us = micros(self.slide) if isinstance(self.slide, timedelta) else size
+        return WindowOperator(TimeWindows(size, slide_us), self.aggregates, lateness)
+
+
+def micros(value: timedelta) -> int:
+    """A duration in integer microseconds (the gold job's time unit for windows)."""
+    return value // _MICROSECOND
+
+
+QueryDefinition = (PatternQuery | LiveArchiveQuery | UncertainQuery | AcquisitionQuery
+                   | WindowQuery)
 
 
 def parse_duration(text: str, where: str) -> timedelta:
@@ -251,8 +316,108 @@ def load_query(path: Path) -> QueryDefinition:
             raise QueryDefinitionError(f"{path}: method {method!r}: use one of "
                                        f"{', '.join(UNCERTAIN_METHODS)}")
         return UncertainQuery(query=_require(data, "query", path), method=method, **common)
-    raise QueryDefinitionError(f"{path}: kind must be 'pattern', 'live_archive' or "
-                               f"'uncertain', got {kind!r}")
+    if kind == "window":
+        return _window_query(data, path, common)
+    raise QueryDefinitionError(f"{path}: kind must be 'pattern', 'live_archive', "
+                               f"'uncertain' or 'window', got {kind!r}")
+
+
+def _positive_duration(data: dict, name: str, path: Path) -> timedelta:
+    value = data[name]
+    if not isinstance(value, str):
+        raise QueryDefinitionError(f"{path}: {name} must be a duration string like "
+                                   f"'5 minutes', got {value!r}")
+    out = parse_duration(value, f"{path}: {name}")
+    if micros(out) <= 0:
+        raise QueryDefinitionError(f"{path}: {name} must be longer than 0 "
+                                   f"(at least 1 microsecond), got {value!r}")
+    return out
+
+
+def _count(data: dict, name: str, path: Path) -> int:
+    value = data[name]
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise QueryDefinitionError(f"{path}: {name} must be a positive integer (a number of "
+                                   f"events), got {value!r}")
+    return value
+
+
+def _window_query(data: dict, path: Path, common: dict) -> WindowQuery:
+    unknown = sorted(set(data) - WINDOW_KEYS)
+    if unknown:
+        raise QueryDefinitionError(f"{path}: unknown key(s) {unknown} for kind = 'window'; "
+                                   f"known: {', '.join(sorted(WINDOW_KEYS))}")
+    attribute = _require(data, "attribute", path)
+    if not _NAME.match(attribute):
+        raise QueryDefinitionError(f"{path}: attribute {attribute!r} is not a plain "
+                                   "identifier")
+    declared = dict(common["attributes"])
+    if attribute not in declared:   # a window aggregates a number: double unless declared
+        common = {**common, "attributes": (*common["attributes"], (attribute, "double"))}
+    elif declared[attribute] not in ("double", "bigint"):
+        raise QueryDefinitionError(f"{path}: attribute {attribute!r} is declared "
+                                   f"{declared[attribute]!r} in [attributes]; a window "
+                                   "aggregates a 'double' or 'bigint' attribute")
+    aggregates = data.get("aggregates")
+    if (not isinstance(aggregates, list) or not aggregates
+            or not all(isinstance(a, str) for a in aggregates)):
+        raise QueryDefinitionError(f"{path}: aggregates must be a non-empty list of names "
+                                   f"from {', '.join(WINDOW_AGGREGATES)}, got {aggregates!r}")
+    for name in aggregates:
+        if name not in WINDOW_AGGREGATES:
+            raise QueryDefinitionError(f"{path}: aggregates: unknown aggregate {name!r}; use "
+                                       f"{', '.join(WINDOW_AGGREGATES)}")
+    if len(set(aggregates)) != len(aggregates):
+        raise QueryDefinitionError(f"{path}: aggregates: {aggregates} lists an aggregate "
+                                   "twice")
+    if ("window" in data) == ("rows" in data):
+        raise QueryDefinitionError(f"{path}: a window query needs exactly one of window "
+                                   "(a duration: time windows) and rows (a number of events: "
+                                   "count windows)")
+    window = _positive_duration(data, "window", path) if "window" in data else None
+    rows = _count(data, "rows", path) if "rows" in data else None
+    if "slide" in data and "every" in data:
+        raise QueryDefinitionError(f"{path}: slide and every exclude each other: slide "
+                                   "makes sliding windows (each emitted when it closes), "
+                                   "every samples one sliding window per period")
+    slide: timedelta | int | None = None
+    every = None
+    if rows is not None:
+        if "every" in data:
+            raise QueryDefinitionError(f"{path}: every (sampling) needs a time window; "
+                                       "count windows (rows) take slide = <events>")
+        if "slide" in data:
+            slide = _count(data, "slide", path)
+            if slide > rows:
+                raise QueryDefinitionError(f"{path}: slide ({slide}) must be at most rows "
+                                           f"({rows}) for count windows")
+    else:
+        if "slide" in data:
+            slide = _positive_duration(data, "slide", path)
+        if "every" in data:
+            every = _positive_duration(data, "every", path)
+            if "allowed_lateness" in data:
+                raise QueryDefinitionError(
+                    f"{path}: allowed_lateness is for windows emitted when they close; a "
+                    "sampled window (every) counts a late event in the later samples")
+    key = str(data.get("key", "object_id"))
+    if not _NAME.match(key):
+        raise QueryDefinitionError(f"{path}: key {key!r} is not a plain identifier (a "
+                                   "silver column or an [attributes] name)")
+    types = data.get("event_types", [])
+    if not isinstance(types, list) or not all(isinstance(t, str) and t for t in types):
+        raise QueryDefinitionError(f"{path}: event_types must be a list of event type "
+                                   f"strings, got {types!r}")
+    delays = {}
+    for name in ("watermark_delay", "allowed_lateness"):
+        text = data.get(name, "0 seconds")
+        if not isinstance(text, str):
+            raise QueryDefinitionError(f"{path}: {name} must be a duration string like "
+                                       f"'1 minute', got {text!r}")
+        delays[name] = parse_duration(text, f"{path}: {name}")
+    return WindowQuery(attribute=attribute, aggregates=tuple(aggregates), window=window,
+                       rows=rows, slide=slide, every=every, key=key,
+                       event_types=tuple(types), **delays, **common)
 
 
 def _acquisition_query(data: dict, path: Path, common: dict) -> AcquisitionQuery:

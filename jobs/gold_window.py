@@ -1,0 +1,312 @@
+"""Gold for ``window`` queries: incremental window aggregates kept across micro-batches.
+
+A window query (``lakecep.queries.WindowQuery``) runs a ``cep_core.windows`` operator --
+time windows, count windows or a sampler -- over one numeric attribute per key. Spark
+executors keep nothing between micro-batches, so the operators' state lives in the Delta
+table ``gold.window_state``: per query, keys are hashed into ``partial_match_buckets``
+buckets and each bucket has one row with its operator's JSON state (``to_state()``); the
+row of bucket -1 holds the query's watermark. The semantics are in docs/windows.md ("In
+the pipeline").
+
+Per micro-batch ``b`` (:func:`window_steps`, every window query at once):
+
+1. The watermark moves to ``max(previous watermark, newest event time of the batch -
+   watermark_delay)`` (every silver event of the batch counts, whatever its type or key).
+2. The batch's events of the query (``event_types``, non-NULL key) become ``Insert``
+   delta events, fed per bucket in ``(event_time, seq)`` order to the bucket's operator
+   (``seq`` = ``xxhash64(event_id)``: the event's identity and tie-break), then the
+   operator advances to the watermark and emits its rows. Buckets without new events are
+   only advanced when the watermark moved.
+3. After gold is written, :func:`commit_windows` appends the rows to
+   ``gold.window_outputs`` (one Delta ``txnAppId`` / ``txnVersion = b`` append per batch:
+   a replayed batch writes nothing) and merges the new state rows.
+
+Exactly once: a state row saved by batch ``b`` keeps the state it started from
+(``previous``). A replay of ``b`` (a crash after the state was saved, before the stream
+committed ``b``) starts from ``previous``, a replay after a crash before the save from
+``state``: either way the same input state and the same events, so the same rows and the
+same new state, and the append of ``b`` is skipped by Delta.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+
+from lakecep.config import Settings
+from lakecep.queries import WindowQuery, micros
+
+from .streaming import writer_id
+from .tables import LakeTable
+
+OUTPUTS = "gold.window_outputs"
+STATE = "gold.window_state"
+BUCKET = "_bucket"
+#: Bumped when the stored state's meaning changes (stored state of another format is
+#: dropped, the query starts with empty windows).
+STATE_FORMAT = 1
+#: What a (query, bucket) call returns: ``row`` (an output row), ``state`` (the bucket's new
+#: state and the state it started from), ``stats`` (counters as JSON).
+OUT_DDL = ("kind STRING, query_id STRING, bucket INT, key STRING, window_start BIGINT, "
+           "window_end BIGINT, window_id BIGINT, aggregate STRING, value DOUBLE, "
+           "event_count BIGINT, revision INT, emitted_at BIGINT, state STRING, "
+           "previous STRING, stats STRING")
+_OUT_NAMES = [c.split()[0] for c in OUT_DDL.split(", ")]
+
+
+def fingerprint(query: WindowQuery, settings: Settings, writer: str) -> str:
+    """Stored state is only valid for the same definition, bucket count, state format and
+    gold stream (a new gold checkpoint restarts batch ids: its writer id differs)."""
+    text = "|".join(str(v) for v in (
+        query.id, query.version, query.attribute, query.aggregates, query.window, query.rows,
+        query.slide, query.every, query.key, query.event_types, query.watermark_delay,
+        query.allowed_lateness, settings.partial_match_buckets, STATE_FORMAT, writer))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def gold_writer(settings: Settings) -> str:
+    from .gold import QUERY
+
+    return writer_id(settings, QUERY)
+
+
+def new_operator(query: WindowQuery, watermark: int | None):  # noqa: ANN201
+    """A new bucket's operator, at the query's current watermark (so a bucket created late
+    drops and samples exactly as one operator for all keys would)."""
+    op = query.operator()
+    if watermark is not None:
+        op.advance(watermark)   # empty: emits nothing, only sets the watermark
+    return op
+
+
+def feed(query: WindowQuery, state: str | None, events: pd.DataFrame,
+         previous_watermark: int | None, watermark: int) -> tuple[Any, list[Any], dict[str, int]]:
+    """One bucket's step (pure Python): the operator from its JSON ``state`` (a new one at
+    ``previous_watermark`` when None), fed ``events`` (columns ``key``, ``time`` (µs),
+    ``seq``, ``value``) as inserts in ``(time, seq)`` order, advanced to ``watermark``.
+    Returns the operator, its rows and the counters."""
+    from cep_core.windows import Event, Insert, Sampler, WindowOperator
+
+    if state is None:
+        op = new_operator(query, previous_watermark)
+    elif query.mode == "sample":
+        op = Sampler.from_state(json.loads(state))
+    else:
+        op = WindowOperator.from_state(json.loads(state))
+    accepted = late = 0
+    ordered = events.sort_values(["time", "seq"], kind="stable")
+    for key, time, seq, value in zip(ordered["key"], ordered["time"], ordered["seq"],
+                                     ordered["value"], strict=True):
+        v = None if value is None or pd.isna(value) or math.isinf(value) else float(value)
+        if op.apply(Insert(Event(str(key), int(time), int(seq), v))):
+            accepted += 1
+        else:
+            late += 1
+    rows = op.advance(watermark)
+    return op, rows, {"events": accepted, "late_dropped": late, "rows": len(rows)}
+
+
+def bucket_step(queries: dict[str, WindowQuery], previous: dict[str, int | None],
+                watermarks: dict[str, int],
+                ) -> Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame]:
+    """cogroup function: one (query, bucket)'s events x its stored state -> output rows,
+    new state and counters."""
+
+    def run(events: pd.DataFrame, state: pd.DataFrame) -> pd.DataFrame:
+        head = events if len(events) else state
+        query_id, bucket = str(head["query_id"].iloc[0]), int(head[BUCKET].iloc[0])
+        before = state["state"].iloc[0] if len(state) else None
+        if before is not None and pd.isna(before):
+            before = None
+        query = queries[query_id]
+        op, rows, stats = feed(query, before, events, previous[query_id],
+                               watermarks[query_id])
+        out: dict[str, list[Any]] = {n: [] for n in _OUT_NAMES}
+
+        def add(kind: str, **values: Any) -> None:
+            row = {"kind": kind, "query_id": query_id, "bucket": bucket, **values}
+            for name, column in out.items():
+                column.append(row.get(name))
+
+        for r in rows:
+            add("row", key=str(r.key), window_start=r.window_start, window_end=r.window_end,
+                window_id=r.window_id, aggregate=r.aggregate, value=r.value,
+                event_count=r.count, revision=r.revision, emitted_at=r.emitted_at)
+        add("state", state=json.dumps(op.to_state(), separators=(",", ":")), previous=before)
+        add("stats", stats=json.dumps(stats))
+        frame = pd.DataFrame({n: pd.Series(out[n], dtype=object) for n in _OUT_NAMES})
+        for name in ("window_start", "window_end", "window_id", "event_count", "emitted_at"):
+            frame[name] = pd.array(frame[name], dtype="Int64")
+        for name in ("bucket", "revision"):
+            frame[name] = pd.array(frame[name], dtype="Int32")
+        frame["value"] = pd.array(frame["value"], dtype="Float64")
+        return frame
+
+    return run
+
+
+@dataclass
+class WindowSteps:
+    """One batch's step of every window query: output rows and new state rows (a
+    checkpointed DataFrame of ``OUT_DDL``), saved by :func:`commit_windows`; per query its
+    fingerprint, watermark before and after the batch, and counters."""
+
+    queries: list[WindowQuery]
+    fingerprints: dict[str, str]
+    out: Any
+    previous: dict[str, int | None]
+    watermarks: dict[str, int]
+    stats: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def stored_state(spark, settings: Settings, fingerprints: dict[str, str], batch_id: int,  # noqa: ANN001
+                 ) -> tuple[dict[str, int | None], Any]:
+    """Per query its watermark before batch ``batch_id``, and the usable stored state rows
+    (query_id, bucket, state; lazy): a row that batch ``batch_id`` itself saved (a replay)
+    gives the state it started from. The watermark row (bucket -1) is saved by every batch,
+    so its batch id is the query's newest."""
+    from pyspark.sql import functions as F
+
+    valid = F.lit(False)
+    for query_id, fp in fingerprints.items():
+        valid = valid | ((F.col("query_id") == query_id) & (F.col("fingerprint") == fp))
+    rows = LakeTable(spark, settings, STATE).ensure().read().where(valid)
+    previous: dict[str, int | None] = dict.fromkeys(fingerprints)
+    for r in rows.where(F.col("bucket") < 0).collect():
+        if r.batch_id > batch_id:
+            raise RuntimeError(
+                f"window query {r.query_id!r}: gold.window_state holds batch {r.batch_id}, "
+                f"the gold stream is at batch {batch_id}: the window state is ahead of the "
+                "stream's checkpoint (restore the checkpoint, or delete the query's rows of "
+                "gold.window_state to restart its windows)")
+        mark = r.previous if r.batch_id == batch_id else r.state
+        previous[r.query_id] = None if mark is None else json.loads(mark)["watermark"]
+    state = rows.where(F.col("bucket") >= 0).select(
+        "query_id", F.col("bucket").alias(BUCKET),
+        F.when(F.col("batch_id") == batch_id, F.col("previous")).otherwise(F.col("state"))
+        .alias("state")).where(F.col("state").isNotNull())
+    return previous, state
+
+
+def window_steps(spark, settings: Settings, queries: Sequence[WindowQuery], new_events,  # noqa: ANN001
+                 batch_id: int) -> WindowSteps:
+    """Every window query's step for one micro-batch (``new_events``: the batch's silver
+    rows with the engine columns), in one pandas call per (query, bucket): computed and
+    checkpointed, nothing written yet."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    writer = gold_writer(settings)
+    by_id = {q.id: q for q in queries}
+    fingerprints = {q.id: fingerprint(q, settings, writer) for q in queries}
+    previous, state_in = stored_state(spark, settings, fingerprints, batch_id)
+    newest = new_events.agg(F.max(F.unix_micros("event_time"))).first()[0]
+    watermarks = {}
+    for q in queries:
+        mark = newest - micros(q.watermark_delay)
+        watermarks[q.id] = mark if previous[q.id] is None else max(mark, previous[q.id])
+    buckets = settings.partial_match_buckets
+    frames = []
+    for q in queries:
+        events = new_events.where(F.col(q.key).isNotNull())
+        if q.event_types:
+            events = events.where(F.col("event_type").isin(*q.event_types))
+        key = F.col(q.key).cast("string")
+        frames.append(events.select(
+            F.lit(q.id).alias("query_id"), key.alias("key"),
+            F.unix_micros("event_time").alias("time"), F.xxhash64("event_id").alias("seq"),
+            F.col(q.attribute).cast("double").alias("value"),
+            F.pmod(F.hash(key), F.lit(buckets)).cast("int").alias(BUCKET)))
+    events = reduce(lambda a, b: a.unionByName(b), frames)
+    still = [q for q in queries if previous[q.id] is not None
+             and watermarks[q.id] == previous[q.id]]
+    if still:  # the watermark did not move: only buckets with new events are called
+        moved = ~F.col("query_id").isin(*[q.id for q in still])
+        touched = events.select("query_id", BUCKET).distinct()
+        state_in = state_in.where(moved).unionByName(
+            state_in.where(~moved).join(touched, ["query_id", BUCKET], "left_semi"))
+    out = events.groupBy("query_id", BUCKET).cogroup(
+        state_in.groupBy("query_id", BUCKET)).applyInPandas(
+        bucket_step(by_id, previous, watermarks), OUT_DDL).localCheckpoint(eager=True)
+    stats = {q.id: {"events": 0, "late_dropped": 0, "rows": 0} for q in queries}
+    for r in out.where(F.col("kind") == "stats").select("query_id", "stats").collect():
+        for name, value in json.loads(r.stats).items():
+            stats[r.query_id][name] += int(value)
+    return WindowSteps(list(queries), fingerprints, out, previous, watermarks, stats)
+
+
+def output_rows(steps: WindowSteps, batch_id: int, detected: datetime):  # noqa: ANN201
+    """The batch's ``gold.window_outputs`` rows (a lazy DataFrame)."""
+    from pyspark.sql import functions as F
+
+    version = F.create_map(*[F.lit(x) for q in steps.queries for x in (q.id, q.version)])
+    mode = F.create_map(*[F.lit(x) for q in steps.queries for x in (q.id, q.mode)])
+    now = F.lit(pd.Timestamp(detected).tz_localize(None)).cast("timestamp")
+    return steps.out.where(F.col("kind") == "row").select(
+        "query_id", version[F.col("query_id")].alias("query_version"), "key",
+        mode[F.col("query_id")].alias("window_kind"),
+        F.timestamp_micros("window_start").alias("window_start"),
+        F.timestamp_micros("window_end").alias("window_end"), "window_id", "aggregate",
+        "value", "event_count", "revision", F.timestamp_micros("emitted_at").alias("emitted_at"),
+        F.lit(batch_id).cast("bigint").alias("batch_id"), now.alias("detection_time"))
+
+
+def commit_windows(spark, settings: Settings, steps: WindowSteps | None, batch_id: int,  # noqa: ANN001
+                   detected: datetime) -> int:
+    """Append the batch's output rows (once per batch id), then save the state (one MERGE
+    for every query). Returns the number of output rows."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    if steps is None:
+        return 0
+    rows = sum(s["rows"] for s in steps.stats.values())
+    outputs = LakeTable(spark, settings, OUTPUTS).ensure()
+    if rows:
+        outputs.append(output_rows(steps, batch_id, detected),
+                       f"{gold_writer(settings)}:window_outputs", batch_id)
+    table = LakeTable(spark, settings, STATE).ensure()
+    marks = [(q.id, -1, json.dumps({"watermark": steps.watermarks[q.id]}),
+              None if steps.previous[q.id] is None
+              else json.dumps({"watermark": steps.previous[q.id]})) for q in steps.queries]
+    fp = F.create_map(*[F.lit(x) for q_id, f in steps.fingerprints.items() for x in (q_id, f)])
+    new = steps.out.where(F.col("kind") == "state").select(
+        "query_id", "bucket", "state", "previous").unionByName(spark.createDataFrame(
+            marks, "query_id STRING, bucket INT, state STRING, previous STRING"))
+    new = new.select("query_id", fp[F.col("query_id")].alias("fingerprint"), "bucket",
+                     F.lit(batch_id).cast("bigint").alias("batch_id"), "state", "previous",
+                     F.lit(pd.Timestamp(detected).tz_localize(None)).cast("timestamp")
+                     .alias("updated"))
+    match = "t.query_id = s.query_id AND t.fingerprint = s.fingerprint AND t.bucket = s.bucket"
+    (DeltaTable.forPath(spark, table.path).alias("t").merge(new.alias("s"), match)
+     .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+    return rows
+
+
+def drop_stale(spark, settings: Settings, queries: Sequence[WindowQuery]) -> int:  # noqa: ANN001
+    """Delete state rows no current window query can use (another fingerprint: a changed
+    query, bucket count or gold checkpoint; or a query that is gone); returns how many
+    query ids had stale rows. Such a query starts with empty windows (docs/windows.md)."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    table = LakeTable(spark, settings, STATE)
+    if not table.exists():
+        return 0
+    writer = gold_writer(settings)
+    valid = F.lit(False)
+    for query in queries:
+        valid = valid | ((F.col("query_id") == query.id)
+                         & (F.col("fingerprint") == fingerprint(query, settings, writer)))
+    stale = table.read().where(~valid).select("query_id").distinct().count()
+    if stale:
+        DeltaTable.forPath(spark, table.path).delete(~valid)
+    return stale
