@@ -206,6 +206,28 @@ def test_bad_query_files_and_duplicate_ids(tmp_path: Path) -> None:
     assert "kind must be" in report.problems[1].message
 
 
+def test_gold_refuses_a_bad_query_before_it_uses_spark(tmp_path: Path) -> None:
+    """gold.run validates first: with no Spark session at all (None) it still refuses."""
+    import dataclasses
+
+    from lakecep.config import load
+    from lakecep.jobs import gold
+
+    queries, sources = lake(tmp_path, CARD_QUERY)
+    local = dataclasses.replace(load(overrides={"home": str(tmp_path / "home")}).settings,
+                                queries_dir=str(queries), sources_dir=str(sources))
+    with pytest.raises(ValidationError) as refused:
+        gold.run(None, local)
+    assert str(refused.value) == (f"{queries / 'card_fraud.toml'}:8:41: unknown_column: "
+                                  "unknown column 'amout'; did you mean 'amount'?")
+    bad = PatternQuery("q", "1", "", CARD_QUERY.split('"""')[1].replace(
+        "PARTITION BY object_id", "PARTITION BY merchant").replace("BIG.amout", "BIG.amount"))
+    with pytest.raises(ValidationError, match=r"^query q:3:16: partition_key: PARTITION BY "
+                       "merchant: not the key"):
+        gold.run(None, local, queries=[bad])
+    assert not (tmp_path / "home").exists()
+
+
 # ----------------------------------------------------------------------------- sources
 
 
