@@ -27,6 +27,7 @@ from lakecep.queries import (
     PatternQuery,
     QueryDefinition,
     UncertainQuery,
+    load_queries,  # noqa: F401 - gold.load_queries: the queries gold runs by default
 )
 from lakecep.sources import load_sources, sources_dir, with_source_attributes
 from lakecep.tuning import load_latest, pool_name
