@@ -291,6 +291,11 @@ def run(
     started = time.monotonic()
     if continuous:  # a long run: the full JIT pays for its compile time within minutes
         cfg = dataclasses.replace(cfg, spark_quick_start=False)
+    if "gold" in jobs:  # a bad query or source stops the run before Spark starts
+        from lakecep.sources import sources_dir
+        from lakecep.validation import validate as check
+
+        check(cfg.queries_dir, sources_dir(cfg)).raise_for_problems()
     spark = _spark(cfg, f"lakecep-{name}")
     try:
         with console.progress(disable=json_out) as bar:

@@ -375,3 +375,18 @@ def test_cli_validate_through_the_entry_point_without_a_jvm(tmp_path: Path) -> N
          "print('pyspark' in sys.modules, code, file=sys.stderr)"],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert probe.stderr.strip().splitlines()[-1] == "False 1", probe.stderr
+
+
+def test_lakecep_run_all_stops_on_a_bad_query_before_spark_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    queries, sources = lake(tmp_path, CARD_QUERY)
+    monkeypatch.setenv("LAKECEP_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LAKECEP_QUERIES_DIR", str(queries))
+    monkeypatch.setenv("LAKECEP_SOURCES_DIR", str(sources))
+    assert main(["run", "all"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"lakecep run: error: {queries / 'card_fraud.toml'}:8:41: "
+                          "unknown_column: unknown column 'amout'; did you mean 'amount'?")
+    assert "lakecep validate" in err and "Traceback" not in err
+    assert not (tmp_path / "home").exists()  # no Spark, no table, no checkpoint
