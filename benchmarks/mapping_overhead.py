@@ -11,7 +11,10 @@ process (one core), the code bronze and silver run per record -- nothing else:
 - ``mapping`` (silver): :func:`lakecep.sources.map_frame` over the records -- JSON parse,
   field types, mapping expressions (cep_core), contract checks, typed attributes;
 - ``mapping + operators``: the same with two preprocessing operators (``fill`` a default
-  merchant, ``filter`` an amount range; neither drops a record here).
+  merchant, ``filter`` an amount range; neither drops a record here);
+- ``mapping, fast paths off``: the mapping as it was before its fast paths (every time
+  through ``strptime``, ``_raw_hash`` computed for every record), same process and load:
+  what the fast paths gained (their outputs are compared record by record first).
 
 Data: :func:`lakecep.cards.transactions` (the card example's shape ``txn_id, card,
 merchant, amount, ts``; ``ts`` local New York time parsed by a strptime format) with the
@@ -51,7 +54,15 @@ from engine_throughput import machine  # noqa: E402
 
 from lakecep.cards import transactions  # noqa: E402
 from lakecep.queries import QUERIES_DIR  # noqa: E402
-from lakecep.sources import Source, file_records, load_source, map_frame  # noqa: E402
+from lakecep.sources import (  # noqa: E402
+    _MAPPINGS,
+    Source,
+    file_records,
+    load_source,
+    map_frame,
+    mapping_of,
+    time_parser,
+)
 
 SOURCES = QUERIES_DIR / "examples" / "cards" / "sources"
 OPERATORS = """
@@ -93,6 +104,18 @@ def sources(fmt: str, folder: Path) -> tuple[Source, Source]:
     return load_source(shipped), load_source(with_ops)
 
 
+def without_fast_paths(source: Source) -> Source:
+    """A copy of ``source`` whose cached mapping has the fast paths off."""
+    import dataclasses
+
+    slow = dataclasses.replace(source)
+    mapping = mapping_of(source)
+    _MAPPINGS[id(slow)] = (slow, dataclasses.replace(
+        mapping, hashed=True,
+        time=time_parser(source.time_format, source.timezone, fast=False)))
+    return slow
+
+
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     started = time.perf_counter()
     out = fn()
@@ -109,11 +132,14 @@ def run_format(fmt: str, frame: Any, runs: int, folder: Path) -> dict[str, Any]:
     for mapped in (map_frame(source, raws[:1000]), map_frame(with_ops, raws[:1000])):
         bad = [r for r in mapped if isinstance(r, str)]
         assert not bad, bad[:3]  # every record maps (and the filter keeps every one)
+    slow = without_fast_paths(source)
+    assert map_frame(slow, raws) == map_frame(source, raws)  # same output, record by record
     stages: dict[str, Callable[[], Any]] = {
         "plain copy": lambda: copy(data),
         "records": lambda: [r[0] for r in file_records(source, data, MAX_LINE)],
         "mapping": lambda: map_frame(source, raws),
         "mapping + operators": lambda: map_frame(with_ops, raws),
+        "mapping, fast paths off": lambda: map_frame(slow, raws),
     }
     seconds: dict[str, list[float]] = {name: [] for name in stages}
     for k in range(runs):
@@ -143,6 +169,7 @@ def run_format(fmt: str, frame: Any, runs: int, folder: Path) -> dict[str, Any]:
         "overhead_ops_vs_plain": round(lakecep_ops / median["plain copy"], 2),
         "operators_cost_vs_mapping": round(median["mapping + operators"] / median["mapping"],
                                            3),
+        "fast_paths_speedup": round(median["mapping, fast paths off"] / median["mapping"], 3),
     }
 
 
@@ -176,7 +203,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     results = report["results"]
     fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 3.8), squeeze=False)
     colors = {"plain copy": "tab:gray", "records": "tab:blue", "mapping": "tab:orange",
-              "mapping + operators": "tab:red"}
+              "mapping + operators": "tab:red", "mapping, fast paths off": "tab:olive"}
     for ax, result in zip(axes[0], results, strict=True):
         names = [*result["stages"], "records + mapping"]
         values = [s["rows_per_s"] for s in result["stages"].values()] + [
@@ -251,7 +278,8 @@ def main() -> None:
         print(f"{r['format']}: plain {r['stages']['plain copy']['rows_per_s']:,}/s, records "
               f"{r['stages']['records']['rows_per_s']:,}/s, mapping "
               f"{r['stages']['mapping']['rows_per_s']:,}/s, + operators "
-              f"{r['stages']['mapping + operators']['rows_per_s']:,}/s; records + mapping "
+              f"{r['stages']['mapping + operators']['rows_per_s']:,}/s, fast paths off "
+              f"{r['stages']['mapping, fast paths off']['rows_per_s']:,}/s; records + mapping "
               f"{r['lakecep_rows_per_s']:,}/s = {r['overhead_vs_plain']}x the plain copy")
     print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
 
