@@ -196,6 +196,7 @@ def profile(frame: Any, folder: Path, top: int = 15) -> list[dict[str, Any]]:
 
 def plot(report: dict[str, Any], path: Path) -> None:
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -219,6 +220,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
         ax.set_title(f"{result['format']}: {result['records']:,} card records; "
                      f"lakecep / plain = {result['overhead_vs_plain']}x", fontsize=9)
         ax.set_xlim(0, max(values) * 1.3)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(
+            lambda x, _: f"{x / 1000:,.0f}k"))
     load = report["load_average"]
     fig.suptitle(f"Source mapping overhead (lakecep.sources) vs a plain parse; load average "
                  f"{load['before'][0]:.1f} -> {load['after'][0]:.1f} on "
@@ -247,7 +250,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="20,000 records, 2 runs")
     ap.add_argument("--profile", action="store_true", help="cProfile the JSON mapping")
     ap.add_argument("--out", type=Path, default=RESULTS / "mapping_overhead.json")
+    ap.add_argument("--from-json", action="store_true", help="only redraw the plot of --out")
     args = ap.parse_args()
+    if args.from_json:
+        plot(json.loads(args.out.read_text()), args.out.with_suffix(".png"))
+        return
     if args.quick:
         args.records, args.runs = 20_000, 2
     started = time.time()
