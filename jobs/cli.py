@@ -7,7 +7,8 @@ Built on typer (click) and rich. Each command is a thin wrapper around functions
 modules. Heavy imports (pyspark, pandas, cep_core) happen inside the commands, so
 ``--help`` and ``--version`` are fast.
 
-Exit codes: 0 done; 1 the command failed (or ``status --strict`` found a failed check);
+Exit codes: 0 done; 1 the command failed (or ``status --strict`` found a failed check, or
+``validate`` found a problem);
 2 bad usage or configuration.
 """
 
@@ -290,6 +291,11 @@ def run(
     started = time.monotonic()
     if continuous:  # a long run: the full JIT pays for its compile time within minutes
         cfg = dataclasses.replace(cfg, spark_quick_start=False)
+    if "gold" in jobs:  # a bad query or source stops the run before Spark starts
+        from lakecep.sources import sources_dir
+        from lakecep.validation import validate as check
+
+        check(cfg.queries_dir, sources_dir(cfg)).raise_for_problems()
     spark = _spark(cfg, f"lakecep-{name}")
     try:
         with console.progress(disable=json_out) as bar:
@@ -442,6 +448,50 @@ def status(
         console.out.print("[green]all checks passed[/]" if report.ok
                           else "[red]some checks failed[/]")
     return 0 if report.ok or not strict else 1
+
+
+# ---------------------------------------------------------------------------- validate
+@app.command()
+def validate(
+    json_out: Annotated[bool, _flag("--json", "print the problems as JSON")] = False,
+) -> int:
+    """Check every query and source file against the silver schema, without Spark.
+
+    The queries the gold job runs (queries_dir; default the shipped queries) and the source
+    files (sources_dir): unknown columns (with "did you mean"), type mismatches the types
+    show without data (a number compared with a string, arithmetic on a string), a
+    PARTITION BY that is not the key (object_id), bad source files (TOML, unknown keys,
+    mapping expressions). Each problem as file:line:column. The gold job runs the same
+    check when it starts. Exit 0: all valid; 1: problems found; 2: bad settings.
+    """
+    from lakecep.sources import sources_dir
+    from lakecep.validation import validate as check
+
+    cfg = settings()
+    started = time.monotonic()
+    report = check(cfg.queries_dir, sources_dir(cfg))
+    seconds = round(time.monotonic() - started, 3)
+    if json_out:
+        console.emit_json({
+            "ok": report.ok, "seconds": seconds,
+            "queries": [{"id": q.id, "kind": type(q).__name__} for q in report.queries],
+            "query_files": report.query_files, "source_files": report.source_files,
+            "sources": [s.name for s in report.sources], "columns": report.columns,
+            "problems": [p.as_dict() for p in report.problems]})
+        return 0 if report.ok else 1
+    for problem in report.problems:
+        console.out.print(f"{escape(problem.location)}: [bold red]{problem.code}:[/] "
+                          f"{escape(problem.message)}", soft_wrap=True)
+        if problem.hint:
+            console.out.print(f"  [bold]hint:[/] {escape(problem.hint)}", soft_wrap=True)
+    checked = (f"{len(report.query_files)} query files and {len(report.source_files)} "
+               f"source files")
+    if report.ok:
+        console.say(f"ok: {checked} valid ({len(report.columns)} silver columns; "
+                    f"{seconds:.2f}s)")
+        return 0
+    console.say(f"{len(report.problems)} problem(s) in {checked}")
+    return 1
 
 
 # ------------------------------------------------------------------------------ config

@@ -29,10 +29,11 @@ from lakecep.queries import (
     QueryDefinition,
     UncertainQuery,
     WindowQuery,
-    load_queries,
+    load_queries,  # noqa: F401 - gold.load_queries: the queries gold runs by default
 )
 from lakecep.sources import load_sources, sources_dir, with_source_attributes
 from lakecep.tuning import load_latest, pool_name
+from lakecep.validation import ValidationError, check_queries, validate
 
 from .archive import RecentBuffer
 from .gold_acquisition import AcquisitionPlans, acquisition_rows, record_plans
@@ -174,22 +175,21 @@ def merge_into_gold(spark, settings: Settings, rows) -> None:  # noqa: ANN001
 def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
         continuous: bool = False, queries: Sequence[QueryDefinition] | None = None) -> StreamRun:
     del run_id  # a stream: its checkpoint, not a run id, says what was processed
+    # Fail fast on a bad query or source, before any table is touched or data moves: the
+    # same pure-Python check as `lakecep validate` (lakecep.validation), one line per problem.
+    if not queries:
+        report = validate(settings.queries_dir, sources_dir(settings))
+        report.raise_for_problems()
+        sources = report.sources
+        queries = report.queries
+    else:
+        sources = load_sources(sources_dir(settings))
+        problems = check_queries(list(queries), sources)[1]
+        if problems:
+            raise ValidationError(problems)
+    queries = with_source_attributes(queries, sources)
     silver = LakeTable(spark, settings, "silver.events").ensure()
     LakeTable(spark, settings, "gold.complex_events").ensure()
-    queries = list(queries or load_queries(settings.queries_dir))
-    queries = with_source_attributes(queries, load_sources(sources_dir(settings)))
-    for query in queries:  # fail fast on a bad query, before any data moves
-        if isinstance(query, AcquisitionQuery):
-            query.parsed()
-        elif isinstance(query, WindowQuery):
-            query.operator()
-        elif isinstance(query, PatternQuery | UncertainQuery):
-            compiled = query.compiled()
-            if (compiled.engine == "uncertain") != isinstance(query, UncertainQuery):
-                raise ValueError(f"query {query.id!r}: kind = 'uncertain' is for queries with "
-                                 "UNCERTAIN TIME (and those need kind = 'uncertain')")
-        else:
-            query.spec()
     log(f"{QUERY}: queries {', '.join(f'{q.id} v{q.version}' for q in queries)}")
     tuned = load_latest(settings)
     max_files = settings.max_files_per_trigger

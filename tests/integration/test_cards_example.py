@@ -20,6 +20,7 @@ from lakecep.jobs import bronze, gold, silver
 from lakecep.jobs.status import lake_status
 from lakecep.jobs.tables import LakeTable
 from lakecep.queries import QUERIES_DIR
+from lakecep.validation import ValidationError
 
 pytestmark = pytest.mark.spark
 
@@ -43,8 +44,22 @@ def test_card_fraud_from_jsonl_csv_and_parquet(spark, settings, tmp_path: Path) 
         "B2,4000-9999,Shop,abc,2026-01-12 10:00:00\n"
         "B3,4000-9999,only four fields,1.00\n")
 
-    for job in (bronze, silver, gold):
+    for job in (bronze, silver):
         job.run(spark, local)
+    # A query with a typo: gold refuses it in one line (file:line:column, did you mean)
+    # before it touches a table or starts a stream (no Spark trace).
+    typo = tmp_path / "typo"
+    typo.mkdir()
+    text = (CARDS / "card_fraud.toml").read_text().replace("BIG.amount AS", "BIG.amout AS")
+    (typo / "card_fraud.toml").write_text(text)
+    at = text.index("BIG.amout")
+    line, column = text.count("\n", 0, at) + 1, at - text.rfind("\n", 0, at)
+    with pytest.raises(ValidationError) as refused:
+        gold.run(spark, dataclasses.replace(local, queries_dir=str(typo)))
+    assert str(refused.value) == (f"{typo / 'card_fraud.toml'}:{line}:{column}: unknown_column: "
+                                  "unknown column 'amout'; did you mean 'amount'?")
+    assert not LakeTable(spark, local, "gold.complex_events").exists()
+    gold.run(spark, local)
 
     events = LakeTable(spark, local, "silver.events").read()
     assert events.count() == 1000
