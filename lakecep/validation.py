@@ -389,15 +389,15 @@ def _window_checks(query: WindowQuery, columns: Mapping[str, str], sources: Sequ
                    where: Where) -> list[Problem]:
     """A window query's key and numeric attribute are silver columns."""
     out = []
-    for field, name in (("key", query.key), ("attribute", query.attribute)):
+    for setting, name in (("key", query.key), ("attribute", query.attribute)):
         found = _resolve(name, columns, False)
         if found is None:
-            out.append(Problem(where.file, *where.key((field,)), "unknown_column",
-                               f"{field} {name!r} is not a silver column"
+            out.append(Problem(where.file, *where.key((setting,)), "unknown_column",
+                               f"{setting} {name!r} is not a silver column"
                                f"{_did_you_mean(name, columns)}",
                                _columns_hint(columns, name, sources)))
-        elif field == "attribute" and columns[found] not in ("double", "bigint"):
-            out.append(Problem(where.file, *where.key((field,)), "type_mismatch",
+        elif setting == "attribute" and columns[found] not in ("double", "bigint"):
+            out.append(Problem(where.file, *where.key((setting,)), "type_mismatch",
                                f"attribute {name!r} is {columns[found].upper()}; window "
                                "aggregates need a number (declare it double or bigint)"))
     return out
