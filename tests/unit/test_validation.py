@@ -72,6 +72,7 @@ def only(report, code: str):  # noqa: ANN001, ANN201
 def test_shipped_queries_and_examples_are_valid() -> None:
     assert validate(None, None).problems == []
     assert validate(QUERIES_DIR / "examples", None).problems == []
+    assert validate(QUERIES_DIR / "examples" / "windows", None).problems == []
     report = validate(CARDS, CARDS / "sources")
     assert report.problems == []
     assert [q.id for q in report.queries] == ["card_fraud"]
@@ -80,7 +81,7 @@ def test_shipped_queries_and_examples_are_valid() -> None:
 
 
 def test_window_query_key_and_attribute_are_checked(tmp_path: Path) -> None:
-    shipped = (QUERIES_DIR / "examples" / "stock_price_window.toml").read_text()
+    shipped = (QUERIES_DIR / "examples" / "windows" / "stock_price_window.toml").read_text()
     folder = tmp_path / "queries"
     folder.mkdir()
     (folder / "w.toml").write_text(shipped.replace('key = "object_id"', 'key = "objet_id"'))

@@ -117,7 +117,7 @@ def test_attribute_is_required(tmp_path: Path) -> None:
 
 
 def test_shipped_example_is_the_stock_price_window() -> None:
-    queries = {q.id: q for q in load_queries(QUERIES_DIR / "examples")}
+    queries = {q.id: q for q in load_queries(QUERIES_DIR / "examples" / "windows")}
     query = queries["stock_price_window"]
     assert isinstance(query, WindowQuery)
     assert query.mode == "sample" and query.attribute == "price"
