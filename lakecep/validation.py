@@ -362,14 +362,8 @@ def check_query(query: QueryDefinition, columns: Mapping[str, str],
     """Every problem of one query over silver ``columns`` (name -> Spark type)."""
     where = where or Where(f"query {query.id}")
     if isinstance(query, AcquisitionQuery):
-        out = []
-        for key, name in (("key", query.key), ("type_column", query.type_column)):
-            if _resolve(name, columns, False) is None:
-                out.append(Problem(where.file, *where.key((key,)), "unknown_column",
-                                   f"{key} {name!r} is not a silver column"
-                                   f"{_did_you_mean(name, columns)}",
-                                   _columns_hint(columns, name, sources)))
-        return out
+        return [p for key, name in (("key", query.key), ("type_column", query.type_column))
+                if (p := _missing_column(key, name, columns, sources, where)) is not None]
     if isinstance(query, LiveArchiveQuery):
         out = []
         for side, text in (("live", query.live), ("archive", query.archive)):
@@ -385,21 +379,26 @@ def check_query(query: QueryDefinition, columns: Mapping[str, str],
                                  uncertain=isinstance(query, UncertainQuery))
 
 
+def _missing_column(setting: str, name: str, columns: Mapping[str, str],
+                    sources: Sequence[Source], where: Where) -> Problem | None:
+    """The problem of a query setting that names a column silver lacks (else None)."""
+    if _resolve(name, columns, False) is not None:
+        return None
+    return Problem(where.file, *where.key((setting,)), "unknown_column",
+                   f"{setting} {name!r} is not a silver column{_did_you_mean(name, columns)}",
+                   _columns_hint(columns, name, sources))
+
+
 def _window_checks(query: WindowQuery, columns: Mapping[str, str], sources: Sequence[Source],
                    where: Where) -> list[Problem]:
     """A window query's key and numeric attribute are silver columns."""
-    out = []
-    for setting, name in (("key", query.key), ("attribute", query.attribute)):
-        found = _resolve(name, columns, False)
-        if found is None:
-            out.append(Problem(where.file, *where.key((setting,)), "unknown_column",
-                               f"{setting} {name!r} is not a silver column"
-                               f"{_did_you_mean(name, columns)}",
-                               _columns_hint(columns, name, sources)))
-        elif setting == "attribute" and columns[found] not in ("double", "bigint"):
-            out.append(Problem(where.file, *where.key((setting,)), "type_mismatch",
-                               f"attribute {name!r} is {columns[found].upper()}; window "
-                               "aggregates need a number (declare it double or bigint)"))
+    out = [p for setting, name in (("key", query.key), ("attribute", query.attribute))
+           if (p := _missing_column(setting, name, columns, sources, where)) is not None]
+    found = _resolve(query.attribute, columns, False)
+    if found is not None and columns[found] not in ("double", "bigint"):
+        out.append(Problem(where.file, *where.key(("attribute",)), "type_mismatch",
+                           f"attribute {query.attribute!r} is {columns[found].upper()}; "
+                           "window aggregates need a number (declare it double or bigint)"))
     return out
 
 
@@ -479,15 +478,11 @@ def check_match_recognize(text: str, columns: Mapping[str, str], key: str,  # no
 
 
 def _columns_of(match: Any) -> list[Any]:
-    from cep_core.compile.expressions import walk
-    from cep_core.language import ast
+    from cep_core.compile.expressions import column_references
 
     out = list(match.partition_by) + [s.column for s in match.order_by]
     for expr in [d.condition for d in match.defines] + [m.expr for m in match.measures]:
-        classifier_args = {id(a) for n in walk(expr)
-                           if isinstance(n, ast.Call) and n.name == "CLASSIFIER" for a in n.args}
-        out += [n for n in walk(expr) if isinstance(n, ast.Column)
-                and id(n) not in classifier_args]
+        out += column_references(expr)
     if match.uncertain is not None:
         out += [c for c in (match.uncertain.lower, match.uncertain.upper, match.uncertain.pmf)
                 if c is not None]
