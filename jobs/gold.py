@@ -44,7 +44,7 @@ from .gold_uncertain import merge_probabilistic, uncertain_rows
 from .gold_window import WindowSteps, commit_windows, window_steps
 from .gold_window import drop_stale as drop_stale_windows
 from .live_step import LiveStep, drop_stale, save_state
-from .streaming import StreamRun, log, run_stream
+from .streaming import StreamRun, log, run_stream, writer_id
 from .tables import LakeTable, engine_columns
 
 QUERY = "gold_complex_events"
@@ -225,6 +225,8 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
             f"{settings.partial_match_capacity} keys in memory per bucket, "
             f"{settings.partial_match_policy.upper()} spilling")
 
+    writer = writer_id(settings, QUERY)  # txnAppId of the access record's append
+
     def each_batch(batch, batch_id: int) -> None:  # noqa: ANN001
         batch = batch.persist()  # every query reads it: one scan of the new silver rows
         try:
@@ -274,7 +276,7 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                     f"{record['partial_hits']} hits, {record['partial_misses']} misses, "
                     f"{record['partial_new_keys']} new keys, {record['partial_spilled']} "
                     f"spilled, {record['replayed_keys']} keys replayed from history")
-            record_access(spark, settings, found.access, detected, stream_id())
+            record_access(spark, settings, found.access, detected, writer)
             for record in found.plans:
                 log(f"{QUERY}: batch {batch_id}: {record['query_id']}: acquisition "
                     f"{record['acquisition']} {record['plan']} (statistics run "
@@ -288,9 +290,6 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                 f"(silver history pinned at version {version})")
         finally:
             rows.unpersist()
-
-    def stream_id() -> str:  # the same after a restart: Spark keeps it in the checkpoint
-        return str(next(q.id for q in spark.streams.active if q.name == QUERY))
 
     writer = silver.stream(max_files).writeStream.foreachBatch(each_batch)
     return run_stream(writer, settings, QUERY, continuous=continuous)

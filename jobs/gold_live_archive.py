@@ -204,11 +204,11 @@ def check_live_columns(schema, queries: Sequence[LiveArchiveQuery]) -> None:  # 
 
 
 def record_access(spark, settings: Settings, records: list[dict[str, Any]],  # noqa: ANN001
-                  detected: datetime, stream_id: str) -> None:
+                  detected: datetime, writer: str) -> None:
     """Append the batch's archive-access rows (one per live-archive query), once: an
-    idempotent Delta append keyed by the gold stream's id (kept in its checkpoint) and
-    the batch id, so a batch replayed after a crash adds nothing (a MERGE cost a commit of
-    ~2.5 s more per batch)."""
+    idempotent Delta append keyed by the gold stream's writer id and the batch id, so a
+    batch replayed after a crash adds nothing (a MERGE cost a commit of ~2.5 s more per
+    batch)."""
     if not records:
         return
     table = LakeTable(spark, settings, "gold.archive_access").ensure()
@@ -216,8 +216,5 @@ def record_access(spark, settings: Settings, records: list[dict[str, Any]],  # n
     frame = pd.DataFrame([{**r, "detection_time": stamp} for r in records])
     rows = spark.createDataFrame(frame[schemas.columns("gold.archive_access")],
                                  schemas.ddl("gold.archive_access").replace(" NOT NULL", ""))
-    (rows.write.format("delta").mode("append")
-     .option("txnAppId", f"lakecep-gold-access:{stream_id}")
-     .option("txnVersion", int(records[0]["batch_id"]))
-     .option("mergeSchema", "true")  # tables from before the partial_* columns get them
-     .save(table.path))
+    table.append(rows, f"{writer}:archive_access", int(records[0]["batch_id"]),
+                 merge_schema=True)  # tables from before the partial_* columns get them

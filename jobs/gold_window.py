@@ -295,18 +295,6 @@ def drop_stale(spark, settings: Settings, queries: Sequence[WindowQuery]) -> int
     """Delete state rows no current window query can use (another fingerprint: a changed
     query, bucket count or gold checkpoint; or a query that is gone); returns how many
     query ids had stale rows. Such a query starts with empty windows (docs/windows.md)."""
-    from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
-
-    table = LakeTable(spark, settings, STATE)
-    if not table.exists():
-        return 0
     writer = gold_writer(settings)
-    valid = F.lit(False)
-    for query in queries:
-        valid = valid | ((F.col("query_id") == query.id)
-                         & (F.col("fingerprint") == fingerprint(query, settings, writer)))
-    stale = table.read().where(~valid).select("query_id").distinct().count()
-    if stale:
-        DeltaTable.forPath(spark, table.path).delete(~valid)
-    return stale
+    return LakeTable(spark, settings, STATE).drop_other_fingerprints(
+        {q.id: fingerprint(q, settings, writer) for q in queries})

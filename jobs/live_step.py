@@ -219,17 +219,5 @@ def save_state(spark, settings: Settings, query: LiveArchiveQuery, step: LiveSte
 def drop_stale(spark, settings: Settings, queries: list[LiveArchiveQuery]) -> int:  # noqa: ANN001
     """Delete state rows no current query can use (other fingerprint, or a query that is
     gone); returns how many query ids had stale rows."""
-    from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
-
-    table = LakeTable(spark, settings, TABLE)
-    if not table.exists():  # a new lake: nothing is stored, nothing can be stale
-        return 0
-    valid = F.lit(False)
-    for query in queries:
-        valid = valid | ((F.col("query_id") == query.id)
-                         & (F.col("fingerprint") == fingerprint(query, settings)))
-    stale = table.read().where(~valid).select("query_id").distinct().count()
-    if stale:
-        DeltaTable.forPath(spark, table.path).delete(~valid)
-    return stale
+    return LakeTable(spark, settings, TABLE).drop_other_fingerprints(
+        {q.id: fingerprint(q, settings) for q in queries})

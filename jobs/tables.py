@@ -95,13 +95,34 @@ class LakeTable:
             reader = reader.option("maxFilesPerTrigger", max_files)
         return reader.load(self.path)
 
-    def append(self, df: DataFrame, txn_app_id: str, txn_version: int) -> None:
-        """Idempotent append: Delta skips it if (app id, version) was already committed."""
+    def append(self, df: DataFrame, txn_app_id: str, txn_version: int, *,
+               merge_schema: bool = False) -> None:
+        """Idempotent append: Delta skips it if (app id, version) was already committed.
+        ``merge_schema``: a table from an older release gets the columns added since."""
         (
             df.select(*self.schema.fieldNames())
             .write.format("delta")
             .mode("append")
             .option("txnAppId", txn_app_id)
             .option("txnVersion", txn_version)
+            .option("mergeSchema", str(merge_schema).lower())
             .save(self.path)
         )
+
+    def drop_other_fingerprints(self, fingerprints: dict[str, str]) -> int:
+        """Delete the state rows whose (query_id, fingerprint) is not in ``fingerprints``
+        (query id -> its current fingerprint): a changed or removed query's stored state.
+        Returns how many query ids had such rows (0 without a table)."""
+        from delta.tables import DeltaTable
+        from pyspark.sql import functions as F
+
+        if not self.exists():  # a new lake: nothing is stored, nothing can be stale
+            return 0
+        valid = F.lit(False)
+        for query_id, fingerprint in fingerprints.items():
+            valid = valid | ((F.col("query_id") == query_id)
+                             & (F.col("fingerprint") == fingerprint))
+        stale = self.read().where(~valid).select("query_id").distinct().count()
+        if stale:
+            DeltaTable.forPath(self.spark, self.path).delete(~valid)
+        return stale
