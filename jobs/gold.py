@@ -64,6 +64,9 @@ class Detection:
     plans: list[dict[str, Any]] = field(default_factory=list)
     #: the window queries' step (output rows and new state, written after gold)
     windows: WindowSteps | None = None
+    #: per query: the partition keys whose whole answer ``rows`` holds (pattern queries:
+    #: every touched key; live-archive queries: the keys replayed from history)
+    recomputed: list[tuple[str, list[str]]] = field(default_factory=list)
 
 
 def detect(spark, queries: Sequence[QueryDefinition], new_events, history, version: int,  # noqa: ANN001, PLR0913
@@ -108,8 +111,10 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
             assert plan_record is not None
             found.plans.append(plan_record)
         elif isinstance(query, PatternQuery):
-            results.append(pattern_rows(query, new_events, history, version, batch_id,
-                                        detected, buckets))
+            rows, touched = pattern_rows(query, new_events, history, version, batch_id,
+                                         detected, buckets)
+            results.append(rows)
+            found.recomputed.append((query.id, touched))
         else:
             rows, record, step = live_archive_rows(
                 spark, settings, query, new_events, history, version, batch_id, detected,
@@ -118,6 +123,7 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
             results.append(rows)
             found.access.append(record)
             found.live_steps.append((query, step))
+            found.recomputed.append((query.id, step.replayed))
         if pool:
             results[-1] = results[-1].localCheckpoint(eager=True)  # computed in its pool
     context.setLocalProperty("spark.scheduler.pool", None)
@@ -161,6 +167,8 @@ def log_pools(spark, tuned: dict[str, Any]) -> str:  # noqa: ANN001
 
 
 def merge_into_gold(spark, settings: Settings, rows) -> None:  # noqa: ANN001
+    """Insert the batch's new complex events (a match already in gold is not written
+    again: an insert-only MERGE, which rewrites no file)."""
     from delta.tables import DeltaTable
 
     gold = LakeTable(spark, settings, "gold.complex_events").ensure()
@@ -170,6 +178,48 @@ def merge_into_gold(spark, settings: Settings, rows) -> None:  # noqa: ANN001
         .whenNotMatchedInsertAll()
         .execute()
     )
+
+
+def supersede(spark, settings: Settings, rows, recomputed: list[tuple[str, list[str]]],  # noqa: ANN001
+              version: int) -> tuple[int, int]:
+    """Keep gold equal to the current answer for the keys this batch recomputed.
+
+    ``rows`` hold the whole answer of each recomputed (query, partition key). A current
+    gold row of such a key that ``rows`` no longer hold (a late event broke the match) gets
+    ``superseded_version = version``; a superseded row that ``rows`` hold again is current
+    again. Rows are never deleted (alerts and analysts may have seen them). Returns
+    (superseded, restored). Rare changes: computed first, then one MERGE of only them.
+    """
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    pairs = [(query_id, key) for query_id, keys in recomputed for key in keys]
+    if not pairs:
+        return 0, 0
+    gold = LakeTable(spark, settings, "gold.complex_events")
+    keys = spark.createDataFrame(pairs, "query_id STRING, partition_key STRING")
+    existing = gold.read().join(F.broadcast(keys), ["query_id", "partition_key"], "left_semi")
+    found = rows.select("query_id", "match_id", F.lit(True).alias("_found"))
+    gone, back = F.col("_found").isNull(), F.col("_found").isNotNull()
+    current = F.col("superseded_version").isNull()
+    changes = (existing.select("query_id", "match_id", "superseded_version")
+               .join(found, ["query_id", "match_id"], "left")
+               .where((gone & current) | (back & ~current))
+               .select("query_id", "match_id",
+                       F.when(gone, F.lit(version)).cast("bigint").alias("superseded_version"))
+               .collect())
+    if not changes:
+        return 0, 0
+    source = spark.createDataFrame(changes, "query_id STRING, match_id STRING, "
+                                            "superseded_version BIGINT")
+    (
+        DeltaTable.forPath(spark, gold.path).alias("t")
+        .merge(source.alias("s"), "t.query_id = s.query_id AND t.match_id = s.match_id")
+        .whenMatchedUpdate(set={"superseded_version": "s.superseded_version"})
+        .execute()
+    )
+    superseded = sum(1 for c in changes if c.superseded_version is not None)
+    return superseded, len(changes) - superseded
 
 
 def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
@@ -189,7 +239,9 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
             raise ValidationError(problems)
     queries = with_source_attributes(queries, sources)
     silver = LakeTable(spark, settings, "silver.events").ensure()
-    LakeTable(spark, settings, "gold.complex_events").ensure()
+    added = LakeTable(spark, settings, "gold.complex_events").ensure().upgrade()
+    if added:
+        log(f"{QUERY}: gold.complex_events from an older release: added {', '.join(added)}")
     log(f"{QUERY}: queries {', '.join(f'{q.id} v{q.version}' for q in queries)}")
     tuned = load_latest(settings)
     max_files = settings.max_files_per_trigger
@@ -249,6 +301,10 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
             counts = dict(rows.groupBy("query_id").count().collect())
             if counts:  # a MERGE of nothing still costs a Delta commit (seconds)
                 merge_into_gold(spark, settings, rows)
+            superseded, restored = supersede(spark, settings, rows, found.recomputed, version)
+            if superseded or restored:
+                log(f"{QUERY}: batch {batch_id}: {superseded} complex events superseded "
+                    f"(late events broke them), {restored} current again")
             for query, prob_rows, touched in found.probabilistic:
                 merge_probabilistic(spark, settings, query, prob_rows, touched)
                 log(f"{QUERY}: batch {batch_id}: {query.id}: probabilistic events of "

@@ -3,7 +3,9 @@
 cep_core runs inside Spark, grouped by the query's PARTITION BY key, over the whole history
 of the keys the batch touched (silver read by time travel at a pinned version). Late and
 out-of-order events therefore produce the matches they complete; matches already in gold are
-not written again (the driver merges on ``match_id``).
+not written again (the driver merges on ``match_id``), and a touched key's matches that the
+recomputation no longer finds (a late event broke them) are marked superseded
+(``gold.complex_events.superseded_version``; see ``docs/data.md``).
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from .gold_rows import (
     empty_columns,
     gold_frame,
     history_of,
+    key_text,
     match_id,
     measures,
+    touched_keys,
 )
 
 
@@ -48,7 +52,7 @@ def pattern_matcher(
             out["query_id"].append(query.id)
             out["query_version"].append(query.version)
             out["match_id"].append(match_id(query.id, ids))
-            out["partition_key"].append("|".join(str(v) for v in match.partition))
+            out["partition_key"].append(key_text(match.partition))
             out["match_number"].append(match.match_number)
             out["start_time"].append(start)
             out["end_time"].append(end)
@@ -67,7 +71,10 @@ def pattern_matcher(
 
 def pattern_rows(query: PatternQuery, new_events, history, version: int, batch_id: int,  # noqa: ANN001, ANN201, PLR0913
                  detected: datetime, buckets: int):
-    """The query's gold rows for one batch (a lazy Spark DataFrame of ``GOLD_DDL``)."""
+    """The query's gold rows for one batch (a lazy Spark DataFrame of ``GOLD_DDL``) and the
+    partition keys whose whole answer they are (as ``partition_key`` text)."""
     keys = query.compiled().partition_by
-    return (bucketed(history_of(history, new_events, keys), keys, buckets).groupBy(BUCKET)
+    rows = (bucketed(history_of(history, new_events, keys), keys, buckets).groupBy(BUCKET)
             .applyInPandas(pattern_matcher(query, version, batch_id, detected), GOLD_DDL))
+    return rows, touched_keys(new_events, keys)
+

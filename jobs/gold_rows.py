@@ -28,6 +28,12 @@ def match_id(query_id: str, *id_groups: Sequence[str]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def key_text(values: Sequence[Any]) -> str:
+    """A partition key as the ``partition_key`` text of the gold tables (values joined by
+    ``|``). The driver's lists of recomputed keys use it too, so they compare equal."""
+    return "|".join(str(v) for v in values)
+
+
 def as_text(value: Any) -> str | None:
     if value is None or (not isinstance(value, str) and pd.isna(value)):
         return None
@@ -70,16 +76,19 @@ def empty_columns() -> dict[str, list[Any]]:
     """Empty column lists of ``gold.complex_events`` (plus ``_ingest``, the newest ingest time
     in ns, from which :func:`gold_frame` computes the detection latency)."""
     names = [*schemas.columns(GOLD), "_ingest"]
-    return {n: [] for n in names if n not in ("detection_time", "detection_latency_ms")}
+    derived = ("detection_time", "detection_latency_ms", "superseded_version")
+    return {n: [] for n in names if n not in derived}
 
 
 def gold_frame(columns: dict[str, list[Any]], detected: pd.Timestamp) -> pd.DataFrame:
-    """Gold rows from column lists; time columns given as int ns (None for missing)."""
+    """Gold rows from column lists; time columns given as int ns (None for missing). Rows
+    are written current (``superseded_version`` NULL)."""
     for name in ("start_time", "end_time"):
         columns[name] = pd.to_datetime(pd.array(columns[name], dtype="Int64"), unit="ns")
     latency = pd.array(columns.pop("_ingest"), dtype="Int64")
     columns["detection_latency_ms"] = (detected.value - latency) // 1_000_000
     columns["detection_time"] = pd.to_datetime([detected] * len(latency))
+    columns["superseded_version"] = pd.array([None] * len(latency), dtype="Int64")
     return data_frame(columns)[schemas.columns(GOLD)]
 
 
@@ -106,3 +115,11 @@ def history_of(history, new_events, keys: Sequence[str]):  # noqa: ANN001, ANN20
     if not keys:
         return history
     return history.join(new_events.select(*keys).distinct(), list(keys), "left_semi")
+
+
+def touched_keys(new_events, keys: Sequence[str]) -> list[str]:  # noqa: ANN001
+    """The partition keys (as ``partition_key`` text) of ``new_events``; ``[""]`` when the
+    query has no PARTITION BY (one partition: the whole stream)."""
+    if not keys:
+        return [""]
+    return sorted({key_text(r) for r in new_events.select(*keys).distinct().collect()})

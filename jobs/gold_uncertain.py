@@ -18,7 +18,17 @@ from lakecep import schemas
 from lakecep.config import Settings
 from lakecep.queries import UncertainQuery
 
-from .gold_rows import BUCKET, bucketed, data_frame, history_of, match_id, measures, time_ns
+from .gold_rows import (
+    BUCKET,
+    bucketed,
+    data_frame,
+    history_of,
+    key_text,
+    match_id,
+    measures,
+    time_ns,
+    touched_keys,
+)
 from .tables import LakeTable
 
 PROBABILISTIC = "gold.probabilistic_events"
@@ -45,7 +55,7 @@ def uncertain_matcher(
 
         def add(key: tuple[Any, ...], **values: Any) -> None:
             row = {"query_id": query.id, "query_version": query.version,
-                   "partition_key": "|".join(str(v) for v in key), "method": query.method,
+                   "partition_key": key_text(key), "method": query.method,
                    "history_version": version, "batch_id": batch_id,
                    "detection_time": detected_ts, **values}
             for name, column in out.items():
@@ -92,8 +102,7 @@ def uncertain_rows(query: UncertainQuery, new_events, history, version: int,  # 
     """The query's probabilistic-event rows for one batch (a lazy Spark DataFrame) and the
     partition keys they recompute (as ``partition_key`` text)."""
     keys = query.compiled().partition_by
-    touched = sorted({"|".join(str(v) for v in r) for r in
-                      new_events.select(*keys).distinct().collect()}) if keys else [""]
+    touched = touched_keys(new_events, keys)
     rows = (bucketed(history_of(history, new_events, keys), keys, buckets).groupBy(BUCKET)
             .applyInPandas(uncertain_matcher(query, version, batch_id, detected),
                            PROBABILISTIC_DDL))

@@ -40,6 +40,7 @@ from lakecep import schemas
 from lakecep.config import Settings
 from lakecep.queries import LiveArchiveQuery
 
+from .gold_rows import key_text
 from .tables import LakeTable
 
 BUCKET = "_bucket"
@@ -148,6 +149,9 @@ class LiveStep:
     live: Any
     state: Any
     stats: dict[str, int] = field(default_factory=dict)
+    #: the join keys fed their whole history (as ``partition_key`` text): their gold rows
+    #: are the whole answer for the key, so earlier rows they no longer hold are superseded
+    replayed: list[str] = field(default_factory=list)
 
 
 def find_live(spark, settings: Settings, query: LiveArchiveQuery, new_events, history,  # noqa: ANN001, PLR0913
@@ -192,7 +196,9 @@ def find_live(spark, settings: Settings, query: LiveArchiveQuery, new_events, hi
             totals[name] += int(value)
     live = out.where(F.col("kind") == "live").select(
         "key", "lo", "hi", "live_start", "live_end", "live_ingest", "instance")
-    return LiveStep(live, out.where(F.col("kind").isin("hot", "key")), totals)
+    replayed = sorted(key_text([k]) for (k,) in
+                      classified.where(F.col(REPLAY)).select(key).collect())
+    return LiveStep(live, out.where(F.col("kind").isin("hot", "key")), totals, replayed)
 
 
 def save_state(spark, settings: Settings, query: LiveArchiveQuery, step: LiveStep,  # noqa: ANN001

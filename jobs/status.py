@@ -110,12 +110,16 @@ def reason_check(spark, settings: Settings) -> Check:  # noqa: ANN001
 
 
 def gold_sequences(spark, settings: Settings) -> dict[str, set[tuple[str, ...]]]:  # noqa: ANN001
-    """Per query id, the set of sub-event id tuples (live ids, then archive ids)."""
+    """Per query id, the set of sub-event id tuples (live ids, then archive ids) of the
+    current answer (rows not superseded by a late event)."""
     gold = LakeTable(spark, settings, "gold.complex_events")
     if not gold.exists():
         return {}
     out: dict[str, set[tuple[str, ...]]] = {}
-    for row in gold.read().select("query_id", "live_event_ids", "archive_event_ids").collect():
+    table = gold.read()
+    if "superseded_version" in table.columns:  # a lake from an older release has none
+        table = table.where("superseded_version IS NULL")
+    for row in table.select("query_id", "live_event_ids", "archive_event_ids").collect():
         ids = tuple(row.live_event_ids or []) + tuple(row.archive_event_ids or [])
         out.setdefault(row.query_id, set()).add(ids)
     return out

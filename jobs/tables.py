@@ -75,6 +75,16 @@ class LakeTable:
             builder.execute()
         return self
 
+    def upgrade(self) -> list[str]:
+        """Add the declared columns an existing table lacks (a lake written by an older
+        release; they read NULL in older rows). Returns the names added."""
+        have = {f.name for f in self.read().schema.fields}
+        missing = [f for f in self.schema.fields if f.name not in have]
+        if missing:
+            columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+            self.spark.sql(f"ALTER TABLE delta.`{self.path}` ADD COLUMNS ({columns})")
+        return [f.name for f in missing]
+
     def read(self) -> DataFrame:
         return self.spark.read.format("delta").load(self.path)
 

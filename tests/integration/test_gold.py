@@ -66,19 +66,43 @@ def test_gold_patterns_late_events_and_exactly_once(spark, local) -> None:  # no
     late = second[("rfid_abc", ("e7", "e8", "e9"))]
     assert late.history_version > transit.history_version
 
-    # Replaying detection over all of silver writes nothing new (merge on match_id).
+    # Replaying detection over all of silver writes nothing new (merge on match_id) and
+    # supersedes nothing (every recomputed key's rows are found again).
     silver_events = LakeTable(spark, local, "silver.events")
     version = silver_events.version()
-    rows = gold.detect(spark, gold.load_queries(), silver_events.read(),
-                       silver_events.as_of(version), version, 99, datetime.now(), local).rows
-    gold.merge_into_gold(spark, local, rows)
+    found = gold.detect(spark, gold.load_queries(), silver_events.read(),
+                        silver_events.as_of(version), version, 99, datetime.now(), local)
+    gold.merge_into_gold(spark, local, found.rows)
+    assert dict(found.recomputed)["rfid_abc"] == ["t1", "t2", "t3"]
+    assert gold.supersede(spark, local, found.rows, found.recomputed, version) == (0, 0)
     assert len(LakeTable(spark, local, "gold.complex_events").read().collect()) == len(second)
+    assert all(r.superseded_version is None for r in second.values())
+
+    # A late read of t1 at reader X between its A (0 h) and B (2 h) breaks both its A B C
+    # (not consecutive any more) and the A -> B passage its transit joined: both rows are
+    # superseded by the silver version that recomputed t1; t3's rows stay current.
+    land_and_run(spark, local, "f3.jsonl", [read(12, "t1", "X", 1)])
+    third = gold_rows(spark, local)
+    assert set(third) == set(second)  # marked, never deleted
+    version = LakeTable(spark, local, "silver.events").version()
+    superseded = {k for k, r in third.items() if r.superseded_version is not None}
+    assert superseded == {("rfid_abc", ("e1", "e2", "e3")), ("rfid_transit", ("e10", "e1", "e2"))}
+    assert {third[k].superseded_version for k in superseded} == {version}
+    current = dict(spark.sql("SELECT query_id, count(*) FROM delta.`"
+                             + LakeTable(spark, local, "gold.complex_events").path
+                             + "` WHERE superseded_version IS NULL GROUP BY query_id").collect())
+    assert current == {"rfid_abc": 1, "rfid_transit": 1}
+    # A recomputation that holds a superseded match again makes it current again (the
+    # answer of a key may come back when a later event breaks the match that replaced it).
+    back = found.rows.where("query_id = 'rfid_abc' AND partition_key = 't1'")
+    assert gold.supersede(spark, local, back, [("rfid_abc", ["t1"])], version + 1) == (0, 1)
+    assert gold_rows(spark, local)[("rfid_abc", ("e1", "e2", "e3"))].superseded_version is None
 
     # Analysts' view: tables by name, with time travel (what `lakecep sql` runs).
     assert "gold.complex_events" in register_tables(spark, local)
     per_query = dict(spark.sql("SELECT query_id, count(*) FROM gold.complex_events "
                                "GROUP BY query_id").collect())
-    assert per_query == {"rfid_abc": 2, "rfid_transit": 2}
+    assert per_query == {"rfid_abc": 2, "rfid_transit": 2}  # current and superseded rows
     before = spark.sql(f"SELECT count(*) FROM silver.events VERSION AS OF "
                        f"{transit.history_version}").first()[0]
     assert before == 9 < spark.sql("SELECT count(*) FROM silver.events").first()[0]
