@@ -560,7 +560,9 @@ def data_docs_section(settings: Settings, out: Path) -> Section:
     id_, title = "data-docs", "Great Expectations Data Docs"
     index = settings.reports / "data_docs" / "index.html"
     if not index.is_file():
-        return _missing(id_, title, "Data Docs", "lakecep run quality")
+        command = "lakecep run quality"
+        return Section(id_, title, "missing", f"not produced yet: run `{command}`",
+                       _p(f"No Data Docs at {_code(str(index))} yet: run {_code(command)}."))
     href = quote(Path(os.path.relpath(index.resolve(), out.resolve().parent)).as_posix())
     pages = sum(1 for _ in (index.parent / "validations").rglob("*.html")) \
         if (index.parent / "validations").is_dir() else 0
