@@ -184,6 +184,15 @@ def table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, numeric: Ite
             "</tbody></table>")
 
 
+def _n(count: int, word: str) -> str:
+    """``1 query``, ``2 queries``, ``1,204 rows``."""
+    if count == 1:
+        return f"1 {word}"
+    plural = word[:-1] + "ies" if word.endswith("y") and word[-2] not in "aeiou" else \
+        word + "es" if word.endswith(("s", "ch", "sh", "x")) else word + "s"
+    return f"{count:,} {plural}"
+
+
 def _p(text: str) -> str:
     return f"<p>{text}</p>"
 
@@ -273,7 +282,7 @@ def tables_section(lake: _Lake, settings: Settings) -> Section:
                        _p(f"No Delta tables under {_code(str(settings.lake))} yet: run "
                           f"{_code('lakecep run all')}."))
     body = table(("table", "rows", "Delta version"), rows, numeric=(1, 2))
-    return Section("tables", "Tables", "ok", f"{len(rows)} tables", body)
+    return Section("tables", "Tables", "ok", _n(len(rows), "table"), body)
 
 
 def complex_events_section(lake: _Lake) -> Section:
@@ -313,8 +322,8 @@ def complex_events_section(lake: _Lake) -> Section:
     plot = image(fig, "complex events over time per query",
                  f"Complex events per {_e(words)} and query, by end time (detection time "
                  "when a match has no end time).")
-    return Section(id_, title, "ok", f"{len(frame):,} complex events of {len(rows)} queries",
-                   plot + body, plots=1)
+    note = f"{_n(len(frame), 'complex event')} of {_n(len(rows), 'query')}"
+    return Section(id_, title, "ok", note, plot + body, plots=1)
 
 
 def _date_axis(ax: Any) -> None:
@@ -391,7 +400,8 @@ def quarantine_section(lake: _Lake) -> Section:
     plot = image(fig, "quarantined rows per reason",
                  f"{total:,} quarantined rows by reason code (docs/data.md, "
                  "\"Rejection reasons\").")
-    return Section(id_, title, "ok", f"{total:,} rows, {len(rows)} reasons", plot + body,
+    note = f"{_n(total, 'row')}, {_n(len(rows), 'reason')}"
+    return Section(id_, title, "ok", note, plot + body,
                    plots=1)
 
 
@@ -426,8 +436,8 @@ def quality_section(lake: _Lake) -> Section:
             ("table", "expectation", "unexpected", "rows", "observed"), failures,
             numeric=(2, 3), cls="quality-failures")
     failed_tables = sum(1 for r in rows if r[-1] == "FAIL")
-    note = (f"{len(rows)} tables, all pass" if not failed_tables
-            else f"{len(rows)} tables, {failed_tables} failing")
+    note = (f"{_n(len(rows), 'table')}, all pass" if not failed_tables
+            else f"{_n(len(rows), 'table')}, {failed_tables} failing")
     return Section(id_, title, "ok", note, body)
 
 
@@ -473,8 +483,8 @@ def archive_section(lake: _Lake) -> Section:
     plot = image(fig, "live-archive cost per strategy",
                  "Archive reads per strategy, summed over batches: rows loaded (each load "
                  "counted on its own) and Delta files read of those in the table.")
-    return Section(id_, title, "ok", f"{len(rows)} strategies, {int(frame['batches'].sum())} "
-                   "batches", plot + body, plots=1)
+    return Section(id_, title, "ok", f"{_n(len(rows), 'strategy')}, "
+                   f"{_n(int(frame['batches'].sum()), 'batch')}", plot + body, plots=1)
 
 
 def tuning_section(settings: Settings) -> Section:
@@ -531,7 +541,7 @@ def tuning_section(settings: Settings) -> Section:
         plot = image(fig, "FAIR scheduler pool weights",
                      "Pool weight per query (the gold job runs each query in its pool).")
         plots = 1
-    return Section(id_, title, "ok", f"v{config.get('version')}, {len(pools)} pools",
+    return Section(id_, title, "ok", f"v{config.get('version')}, {_n(len(pools), 'pool')}",
                    plot + body, plots=plots)
 
 
@@ -552,8 +562,8 @@ def windows_section(lake: _Lake) -> Section:
     body = table(("query", "window", "aggregate", "keys", "windows", "rows", "max revision",
                   "first window start", "last window end"), rows, numeric=range(3, 7),
                  cls="windows")
-    return Section(id_, title, "ok", f"{int(frame['rows'].sum()):,} rows of "
-                   f"{frame['query_id'].nunique()} queries", body)
+    return Section(id_, title, "ok", f"{_n(int(frame['rows'].sum()), 'row')} of "
+                   f"{_n(frame['query_id'].nunique(), 'query')}", body)
 
 
 def data_docs_section(settings: Settings, out: Path) -> Section:
@@ -567,9 +577,9 @@ def data_docs_section(settings: Settings, out: Path) -> Section:
     pages = sum(1 for _ in (index.parent / "validations").rglob("*.html")) \
         if (index.parent / "validations").is_dir() else 0
     body = _p(f'<a class="data-docs" href="{_e(href)}">Data Docs index</a> '
-              f"({_e(str(index))}; {pages:,} validation pages): every expectation of every "
-              "run with its observed values.")
-    return Section(id_, title, "ok", f"{pages:,} validation pages", body)
+              f"({_e(str(index))}; {_e(_n(pages, 'validation page'))}): every expectation of "
+              "every run with its observed values.")
+    return Section(id_, title, "ok", _n(pages, "validation page"), body)
 
 
 # --------------------------------------------------------------------------------- page
