@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up of everything lakecep needs on a fresh machine:
-#   1. a Java 17 runtime (apt, only if missing)
+#   1. a Java 17 runtime and Chromium (apt, only if missing; Chromium only as root)
 #   2. the Python 3.11 virtual environment .venv with the pinned lock file
 #   3. the Delta Lake jars in the Ivy cache (Maven fallback: infra/pom.xml)
 #   4. Airflow's SQLite metadata database under $LAKECEP_HOME/airflow
@@ -17,6 +17,19 @@ if ! command -v java >/dev/null 2>&1; then
   apt-get update -q && apt-get install -y -q openjdk-17-jre-headless
 fi
 java -version 2>&1 | head -1
+
+# Debian's Chromium, for the browser test of `lakecep report` (tests/unit/test_report_browser.py,
+# driven by Playwright with executable_path; never `playwright install`).
+step "Chromium (headless browser for the report test)"
+if command -v chromium >/dev/null 2>&1; then
+  chromium --version 2>/dev/null | head -1
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "chromium not found: installing it with apt-get"
+  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+else
+  echo "chromium not found and not root: the browser test will be skipped; install it with"
+  echo "  sudo apt-get install chromium"
+fi
 
 step "Python environment ($VENV)"
 PYTHON=${LAKECEP_PYTHON:-}

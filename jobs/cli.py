@@ -450,6 +450,45 @@ def status(
     return 0 if report.ok or not strict else 1
 
 
+# ------------------------------------------------------------------------------ report
+@app.command()
+def report(
+    out: Annotated[str | None, typer.Option("--out", metavar="PATH", help="the HTML file to "
+                   "write (a folder: lakecep-report.html in it; default "
+                   "$LAKECEP_HOME/reports/lakecep-report.html)")] = None,
+    json_out: Annotated[bool, _flag("--json", "print the path and each section's status "
+                        "as JSON")] = False,
+) -> int:
+    """Write one self-contained HTML page about the lake, for people (no Spark, no JVM).
+
+    Plots and small tables of: complex events over time per query, detection latency
+    p50/p95/p99 per query, silver quarantine reasons, the latest quality results per table,
+    live-archive cost per strategy, the tuned allocation in force, window outputs, and a
+    link to the Great Expectations Data Docs. Tables are read like `lakecep sql --engine
+    duckdb` (delta-rs + DuckDB, newest versions); the page needs no network (plots are
+    inline PNG). A table not produced yet gets a short section saying which command makes
+    it (docs/report.md).
+    """
+    from pathlib import Path
+
+    from lakecep.report import build
+
+    cfg = settings()
+    started = time.monotonic()
+    result = build(cfg, Path(out).expanduser() if out else None)
+    if json_out:
+        console.emit_json({**result.as_dict(),
+                           "seconds": round(time.monotonic() - started, 2)})
+        return 0
+    marks = {"ok": "[green]✓[/]", "error": "[red]✗[/]"}
+    for section in result.sections:
+        console.out.print(f"{marks.get(section.status, '[yellow]-[/]')} "
+                          f"[bold]{escape(section.title)}[/]: {escape(section.note)}",
+                          soft_wrap=True)
+    console.say(f"wrote {result.path} in {time.monotonic() - started:.1f}s")
+    return 0
+
+
 # ---------------------------------------------------------------------------- validate
 @app.command()
 def validate(

@@ -10,7 +10,7 @@ MATCH_RECOGNIZE are not part of it (use the Spark engine for those).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakecep.config import Settings
 
@@ -41,11 +41,18 @@ def connect(settings: Settings) -> tuple[duckdb.DuckDBPyConnection, list[str]]:
     con.execute("SET TimeZone = 'UTC'")
     tables = lake_tables(settings)
     for name, folder in tables.items():
-        layer, table = name.split(".")
-        con.execute(f'CREATE SCHEMA IF NOT EXISTS "{layer}"')
-        con.register(f"_delta_{layer}_{table}", DeltaTable(str(folder)).to_pyarrow_dataset())
-        con.execute(f'CREATE VIEW "{layer}"."{table}" AS SELECT * FROM "_delta_{layer}_{table}"')
+        register(con, name, DeltaTable(str(folder)))
     return con, list(tables)
+
+
+def register(con: duckdb.DuckDBPyConnection, name: str, table: Any) -> None:
+    """Make the Delta table ``table`` (a ``deltalake.DeltaTable``) the view ``name``
+    (``layer.table``) of ``con``."""
+    layer, table_name = name.split(".")
+    con.execute(f'CREATE SCHEMA IF NOT EXISTS "{layer}"')
+    con.register(f"_delta_{layer}_{table_name}", table.to_pyarrow_dataset())
+    con.execute(f'CREATE VIEW "{layer}"."{table_name}" AS '
+                f'SELECT * FROM "_delta_{layer}_{table_name}"')
 
 
 def run_query(settings: Settings, query: str, limit: int) -> pd.DataFrame:

@@ -24,13 +24,14 @@ def _lakecep(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 
 
 def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
-    for command in ("generate", "run", "sql", "status", "validate", "config"):
+    for command in ("generate", "run", "sql", "status", "validate", "config", "report"):
         assert main([command, "--help"]) == 0
         out = capsys.readouterr().out
         assert f"lakecep {command}" in out and "--help" in out, command
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
-    assert all(c in out for c in ("generate", "run", "sql", "status", "validate", "config"))
+    assert all(c in out for c in ("generate", "run", "sql", "status", "validate", "config",
+                                  "report"))
 
 
 def test_version_and_completion_script() -> None:
