@@ -291,8 +291,13 @@ def complex_events_section(lake: _Lake) -> Section:
         return other
     import pandas as pd
 
+    columns = set(lake.frame(f"SELECT * FROM {name} LIMIT 0").columns)
+    # the current answer: rows a late event broke keep superseded_version (older lakes
+    # have no such column)
+    current = "superseded_version IS NULL" if "superseded_version" in columns else "true"
     frame = lake.frame(f"SELECT query_id, coalesce(end_time, detection_time) AS t, "
-                       f"end_time IS NULL AS by_detection FROM {name}")
+                       f"end_time IS NULL AS by_detection FROM {name} WHERE {current}")
+    superseded = lake.count(name) - len(frame)
     frame["t"] = pd.to_datetime(frame["t"], utc=True)
     summary = frame.groupby("query_id").agg(n=("t", "size"), first_t=("t", "min"),
                                             last_t=("t", "max"),
@@ -323,6 +328,8 @@ def complex_events_section(lake: _Lake) -> Section:
                  f"Complex events per {_e(words)} and query, by end time (detection time "
                  "when a match has no end time).")
     note = f"{_n(len(frame), 'complex event')} of {_n(len(rows), 'query')}"
+    if superseded:
+        note += f"; {superseded:,} superseded by late events (not shown)"
     return Section(id_, title, "ok", note, plot + body, plots=1)
 
 

@@ -104,11 +104,16 @@ def test_sections_show_the_numbers_of_the_input(
     assert {name: row["rows"] for name, row in overview.items()} == {
         name: fmt(len(frame)) for name, frame in frames.items()}
 
-    # complex events per query, first and last by end time (else detection time)
+    # complex events per query (the current answer), first and last by end time (else
+    # detection time)
     events = frames["gold.complex_events"]
-    when = pd.to_datetime(events["end_time"], utc=True).fillna(events["detection_time"])
+    assert events["superseded_version"].notna().sum() == 2
+    notes = {s.id: s.note for s in report.sections}
+    assert notes["complex-events"].endswith("; 2 superseded by late events (not shown)")
+    current = events[events["superseded_version"].isna()]
+    when = pd.to_datetime(current["end_time"], utc=True).fillna(current["detection_time"])
     shown = records(sections["complex-events"]["tables"][0])
-    for query, group in events.assign(t=when).groupby("query_id"):
+    for query, group in current.assign(t=when).groupby("query_id"):
         assert shown[query]["complex events"] == str(len(group))
         assert shown[query]["first"] == fmt(group["t"].min())
         assert shown[query]["last"] == fmt(group["t"].max())
@@ -285,7 +290,8 @@ def test_latency_percentiles_equal_numpy(tmp_path: Path, latencies: list[int],
         "measures": [[]] * len(values), "live_event_ids": [[]] * len(values),
         "archive_event_ids": [[]] * len(values), "history_version": None, "strategy": None,
         "probability": None, "detection_time": now,
-        "detection_latency_ms": pd.array(values, dtype="Int64"), "batch_id": 0})
+        "detection_latency_ms": pd.array(values, dtype="Int64"), "batch_id": 0,
+        "superseded_version": pd.array([None] * len(values), dtype="Int64")})
     write_table(home, "gold.complex_events", frame)
     report = build(load_settings({"LAKECEP_HOME": str(home)}))
     row = records(parse(report.path)["latency"]["tables"][0])["q"]
