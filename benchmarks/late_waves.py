@@ -1,7 +1,7 @@
 """Gold = truth when files land in waves (late events across runs), run by run.
 
-The scenario of issue 15: ``lakecep generate --events N --seed S`` writes the landing
-files; they are moved into the landing folder in ``--waves`` waves (file order, or shuffled
+The scenario of issue 15: ``lakecep generate --events N --seed S --lines-per-file L``
+writes the landing files; they are moved into the landing folder in ``--waves`` waves (file order, or shuffled
 with ``--shuffle``), ``lakecep run all`` runs after each wave, and ``lakecep status
 --json`` after the last one (and, with ``--check-every-wave``, after each) compares the
 current gold answer with the generator's truth. Before superseded rows existed the last
@@ -50,6 +50,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=30_000)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--lines-per-file", type=int, default=1000)
     parser.add_argument("--waves", type=int, default=5)
     parser.add_argument("--shuffle", action="store_true", help="land files in random order")
     parser.add_argument("--check-every-wave", action="store_true")
@@ -57,7 +58,8 @@ def main() -> int:
     args = parser.parse_args()
 
     home = Path(tempfile.mkdtemp(prefix="lakecep-waves-"))
-    done = lakecep(home, "generate", "--events", str(args.events), "--seed", str(args.seed))
+    done = lakecep(home, "generate", "--events", str(args.events), "--seed", str(args.seed),
+                   "--lines-per-file", str(args.lines_per_file))
     if done.returncode:
         sys.exit(f"generate failed: {done.stderr.strip()}")
     landing = home / "landing" / "events"
@@ -91,6 +93,7 @@ def main() -> int:
 
     result = {
         "scenario": {"events": args.events, "seed": args.seed, "waves": args.waves,
+                     "lines_per_file": args.lines_per_file,
                      "shuffle": args.shuffle, "files": len(files)},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "platform": platform.platform()},

@@ -20,6 +20,7 @@ already in silver from an earlier attempt of the same batch is recognised by its
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -98,8 +99,55 @@ def parse_batches(max_line_bytes: int, sources=(), home=None):  # noqa: ANN001, 
     return parse
 
 
+class QuarantineGateError(RuntimeError):
+    """A micro-batch quarantined more of a source's rows than its gate allows."""
+
+
+@dataclass(frozen=True)
+class Breach:
+    source: str  # a source's name, or "events" (the built-in RFID contract)
+    quarantined: int
+    rows: int
+    limit: float
+    file: str  # the source file that sets the limit ("" for the setting)
+
+    def describe(self) -> str:
+        where = f"max_quarantine_ratio {self.limit:.1%}" + (f" of {self.file}" if self.file
+                                                             else " (setting)")
+        return (f"source {self.source!r}: {self.quarantined:,} of {self.rows:,} rows "
+                f"quarantined ({self.quarantined / self.rows:.1%} > {where})")
+
+
+def quarantine_breaches(per_file: dict[tuple[str, str], int], sources, home,  # noqa: ANN001
+                        settings: Settings) -> list[Breach]:
+    """The sources of a batch whose quarantined share is above their gate. ``per_file``:
+    rows per (bronze ``source_file``, outcome ``ok`` | ``filtered`` | ``quarantined``);
+    rows a ``filter`` operator dropped on purpose count in the batch's rows, not as bad.
+    Sources with fewer than ``quarantine_gate_min_rows`` rows in the batch are not
+    judged."""
+    from lakecep.sources import source_of_file
+
+    totals: dict[str, list[int]] = {}
+    owner: dict[str, object] = {}
+    for (file, outcome), n in per_file.items():
+        source = source_of_file(sources, home, file) if sources else None
+        name = source.name if source is not None else "events"
+        owner[name] = source
+        totals.setdefault(name, [0, 0])[1 if outcome == "quarantined" else 0] += n
+    out = []
+    for name, (good, bad) in sorted(totals.items()):
+        source = owner[name]
+        own = getattr(source, "max_quarantine_ratio", None)
+        limit = settings.max_quarantine_ratio if own is None else own
+        if good + bad >= settings.quarantine_gate_min_rows and bad > limit * (good + bad):
+            out.append(Breach(name, bad, good + bad, limit,
+                              getattr(source, "file", "") if own is not None else ""))
+    return out
+
+
 def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) -> dict[str, int]:  # noqa: ANN001
-    """Split one bronze micro-batch into silver / duplicates / quarantine."""
+    """Split one bronze micro-batch into silver / duplicates / quarantine. The quarantine
+    gate (``quarantine_gate``) is checked before anything is written."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -114,11 +162,19 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
                                PARSED_DDL).persist()
     try:
         # counted first: the batch is read once (the stream's input-row count stays true)
-        split = dict(parsed.groupBy("ok").count().collect())
-        counts = {"valid": split.get(True, 0), "quarantined": split.get(False, 0)}
+        outcome = (F.when(F.col("ok"), "ok")
+                   .when(F.col("reason").startswith("filtered"), "filtered")
+                   .otherwise("quarantined"))
+        per_file = {(r.source_file, r.outcome): r[2] for r in
+                    parsed.groupBy("source_file", outcome.alias("outcome")).count().collect()}
+        counts = {"valid": sum(n for (_, o), n in per_file.items() if o == "ok")}
+        counts["quarantined"] = sum(per_file.values()) - counts["valid"]  # with filtered
         counts["rows"] = counts["valid"] + counts["quarantined"]
         if not counts["rows"]:  # e.g. a stream's first batch over a new, empty bronze table
             return counts
+        if settings.quarantine_gate != "off":
+            gate(parsed, quarantine_breaches(per_file, sources, settings.home, settings),
+                 settings, batch_id)
         bad = parsed.where(~F.col("ok")).select(
             "raw", "source_file", "line_no", "ingest_time", "reason",
             F.current_timestamp().alias("quarantine_time"),
@@ -155,14 +211,49 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
         parsed.unpersist()
 
 
+def gate(parsed, breaches: list[Breach], settings: Settings, batch_id: int) -> None:  # noqa: ANN001
+    """Log (``warn``) or raise (``fail``) for the batch's breaches, naming the commonest
+    reasons so the fix is obvious."""
+    if not breaches:
+        return
+    from pyspark.sql import functions as F
+
+    reasons = ", ".join(f"{code} ({n:,})" for code, n in
+                        parsed.where(~F.col("ok") & ~F.col("reason").startswith("filtered"))
+                        .select(
+                            F.split("reason", ":").getItem(0).alias("code"))
+                        .groupBy("code").count().orderBy(F.desc("count")).limit(3).collect())
+    text = (f"silver quarantine gate: batch {batch_id}: "
+            + "; ".join(b.describe() for b in breaches) + f"; commonest reasons: {reasons}")
+    if settings.quarantine_gate == "warn":
+        log(f"{QUERY}: warning: {text}")
+        return
+    raise QuarantineGateError(
+        text + "\nnothing of this batch was written (bronze keeps its lines): fix the source "
+        "(mapping, fields, format: `lakecep validate`; the reasons are in docs/sources.md) "
+        "and run again, or raise max_quarantine_ratio (in the source file or the settings) "
+        "or set quarantine_gate = \"warn\"")
+
+
 def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
         continuous: bool = False) -> StreamRun:
     del run_id  # a stream: its checkpoint, not a run id, says what was processed
     bronze = LakeTable(spark, settings, "bronze.events").ensure()
     app_id = writer_id(settings, QUERY)
 
+    stopped: list[QuarantineGateError] = []
+
     def each_batch(batch, batch_id: int) -> None:  # noqa: ANN001
-        process_batch(spark, settings, batch, batch_id, app_id)
+        try:
+            process_batch(spark, settings, batch, batch_id, app_id)
+        except QuarantineGateError as exc:
+            stopped.append(exc)
+            raise
 
     writer = bronze.stream(settings.max_files_per_trigger).writeStream.foreachBatch(each_batch)
-    return run_stream(writer, settings, QUERY, continuous=continuous)
+    try:
+        return run_stream(writer, settings, QUERY, continuous=continuous)
+    except Exception:  # the StreamingQueryException, or run_stream's RuntimeError
+        if stopped:  # the gate's own message, not the streaming query's trace
+            raise stopped[-1] from None
+        raise

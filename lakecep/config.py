@@ -44,6 +44,7 @@ Positive = Annotated[int, BeforeValidator(_no_bool), Field(gt=0)]
 NonNegative = Annotated[float, BeforeValidator(_no_bool), Field(ge=0, allow_inf_nan=False)]
 PositiveSeconds = Annotated[float, BeforeValidator(_no_bool), Field(gt=0, allow_inf_nan=False)]
 Share = Annotated[float, BeforeValidator(_no_bool), Field(gt=0, lt=1)]
+Ratio = Annotated[float, BeforeValidator(_no_bool), Field(ge=0, le=1)]
 Strategy = Literal["", "alaa", "llaa", "ollaa", "sllaa", "auto"]
 Consumption = Literal["first", "recent", "chronicle", "cumulative", "continuous"]
 LogLevel = Literal["off", "fatal", "error", "warn", "info", "debug", "trace", "all"]
@@ -72,6 +73,17 @@ class Settings:
     trigger_interval: str = "30 seconds"
     #: Run Great Expectations validations in the quality job.
     quality_enabled: bool = True
+    #: Quarantine gate of the silver job (docs/sources.md, "Quarantine gate"): the share of
+    #: one source's rows in a micro-batch that may be quarantined; a source file may set
+    #: its own ``max_quarantine_ratio``.
+    max_quarantine_ratio: Ratio = 0.05
+    #: What a batch above the ratio does: ``fail`` (nothing of the batch is written and the
+    #: run fails, so a wrong mapping can be fixed and the batch re-parsed), ``warn`` (log
+    #: and write it), ``off``.
+    quarantine_gate: Literal["fail", "warn", "off"] = "fail"
+    #: A source's rows in a batch are only judged from this many on (a few bad lines in a
+    #: small batch are not a broken source).
+    quarantine_gate_min_rows: Positive = 100
     #: Folder of query definitions (``*.toml``) the gold job runs; empty: the shipped
     #: ``queries/`` folder.
     queries_dir: str = ""

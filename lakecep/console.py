@@ -212,7 +212,8 @@ def explain(exc: BaseException) -> Explained:
     name = type(exc).__name__
     if name == "QueryDefinitionError":
         return Explained(text, "query files are described in docs/queries.md")
-    if name in {"QueryError", "TuningError", "QualityError"} or isinstance(exc, LookupError) \
+    explained = {"QueryError", "TuningError", "QualityError", "QuarantineGateError"}
+    if name in explained or isinstance(exc, LookupError) \
             and not isinstance(exc, KeyError | IndexError):
         lines = text.splitlines()
         return Explained(lines[0] if lines else name, "\n".join(lines[1:]) or None)

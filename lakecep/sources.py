@@ -85,6 +85,9 @@ class Source:
     #: preprocessing operators, in order: ``(op, argument)`` (see :func:`_operators`)
     operators: tuple[tuple[str, str], ...] = ()
     file: str = ""
+    #: the silver job's quarantine gate for this source (None: the setting
+    #: ``max_quarantine_ratio``)
+    max_quarantine_ratio: float | None = None
 
     def landing(self, home: Path) -> Path:
         path = Path(self.path).expanduser()
@@ -113,7 +116,7 @@ def _str(data: dict, key: str, where: str, default: str | None = None,
 
 #: The keys a source file may have: at the top, in [time], [csv] and each [[operators]].
 KNOWN_KEYS = ("name", "format", "path", "strict", "mapping", "fields", "time", "csv",
-              "operators")
+              "operators", "max_quarantine_ratio")
 TABLE_KEYS = {"time": ("format", "timezone"), "csv": ("header", "delimiter", "quote", "columns"),
               "operators": ("op", "fields", "field", "value", "where")}
 
@@ -176,6 +179,12 @@ def load_source(path: Path) -> Source:
     if missing:
         raise SourceError(f"{where}: [mapping] lacks {', '.join(missing)} (event_id may be "
                           "left out: then it is the hash of the raw record)", ("mapping",))
+    ratio = data.get("max_quarantine_ratio")
+    if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, int | float)
+                              or not 0 <= ratio <= 1):
+        raise SourceError(f"{where}: max_quarantine_ratio must be a number from 0 to 1 (the "
+                          f"share of a batch's rows that may be quarantined), got {ratio!r}",
+                          ("max_quarantine_ratio",))
     time = data.get("time", {})
     csv_opts = data.get("csv", {})
     timezone = _str(time, "timezone", where, "UTC", "time")
@@ -194,6 +203,7 @@ def load_source(path: Path) -> Source:
         csv_quote=_str(csv_opts, "quote", where, '"', "csv"),
         csv_columns=tuple(csv_opts.get("columns", ())),
         operators=_operators(data.get("operators", []), tuple(fields), where), file=where,
+        max_quarantine_ratio=None if ratio is None else float(ratio),
     )
     if fmt == "csv" and not source.csv_header and not source.csv_columns:
         raise SourceError(f"{where}: csv.header = false needs csv.columns = [...]",

@@ -118,3 +118,27 @@ def test_silver_batch_replay_is_idempotent(spark, local) -> None:  # noqa: ANN00
     # rows already kept are recognised by (source_file, line_no), not counted again.
     silver.process_batch(spark, local, batch, 1, "test-writer")
     assert counts()[0] == 2
+
+
+def test_quarantine_gate_fails_the_batch_before_writing(spark, local) -> None:  # noqa: ANN001
+    # A user's own events without a source file: every line breaks the RFID contract.
+    rows = [json.dumps({"txn_id": f"t{n}", "card": "4000", "amount": n}) for n in range(120)]
+    land(local, "theirs.jsonl", [*rows, event(1)])
+    bronze.run(spark, local)
+    with pytest.raises(silver.QuarantineGateError) as stopped:
+        silver.run(spark, local)
+    first, _, rest = str(stopped.value).partition("\n")
+    assert first.startswith("silver quarantine gate: batch 0: source 'events': 120 of 121 "
+                            "rows quarantined (99.2% > max_quarantine_ratio 5.0% (setting))")
+    assert "commonest reasons: unknown_field (120)" in first
+    assert "nothing of this batch was written" in rest
+    # Nothing written, nothing lost: bronze keeps the lines, the batch runs again later.
+    for name in ("silver.events", "silver.quarantine", "silver.duplicates"):
+        table = LakeTable(spark, local, name)
+        assert not table.exists() or not table.read().count(), name
+    # `warn` writes the batch (and logs the breach).
+    silver.run(spark, dataclasses.replace(local, quarantine_gate="warn"))
+    assert len(table_rows(spark, local, "silver.quarantine")) == 120
+    assert len(table_rows(spark, local, "silver.events")) == 1
+    status = lake_status(spark, local)
+    assert status.counts["bronze.events"] == 121 and status.ok, str(status)
