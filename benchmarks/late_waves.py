@@ -1,11 +1,12 @@
 """Gold = truth when files land in waves (late events across runs), run by run.
 
 The scenario of issue 15: ``lakecep generate --events N --seed S --lines-per-file L``
-writes the landing files; they are moved into the landing folder in ``--waves`` waves (file order, or shuffled
-with ``--shuffle``), ``lakecep run all`` runs after each wave, and ``lakecep status
---json`` after the last one (and, with ``--check-every-wave``, after each) compares the
-current gold answer with the generator's truth. Before superseded rows existed the last
-status failed (rfid_abc: one unexpected match that a later wave's late read invalidated).
+writes the landing files; they are moved into the landing folder in ``--waves`` waves
+(file order, or shuffled with ``--shuffle``), ``lakecep run all`` runs after each wave,
+and ``lakecep status --json`` after the last one (and, with ``--check-every-wave``,
+after each) compares the current gold answer with the generator's truth. Before
+superseded rows existed the last status failed (rfid_abc: one unexpected match that a
+later wave's late read invalidated).
 
 Writes ``benchmarks/results/late_waves.json`` (checks, gold counts, superseded rows and
 seconds per wave) and a plot of seconds per wave. Example (about 5 min a wave on 2 cores)::
