@@ -1,10 +1,11 @@
 """Data-quality step: Great Expectations (GX Core 1.x) suites run on the lake's Spark DataFrames.
 
-For every lake table (``bronze.events`` ... ``gold.complex_events``) the suite
+For every lake table (``bronze.events`` ... ``gold.quality_results``, :data:`TABLES`) the suite
 ``expectations/<table>.json`` is validated directly on the Delta table's Spark DataFrame
 (GX Spark data source -> dataframe asset -> whole-dataframe batch definition -> checkpoint).
 Per expectation one row goes to the Delta table ``gold.quality_results`` (idempotent per
-``run_id``), and GX Data Docs are built into ``<reports>/data_docs/index.html``.
+``run_id``), and GX Data Docs are built into ``<reports>/data_docs/index.html`` (made to
+work offline: :func:`make_data_docs_offline`).
 
     from lakecep.jobs.quality import run_quality
     report = run_quality(spark, settings, run_id="2026-11-22T10:00")
@@ -17,6 +18,7 @@ this module is cheap. See docs/quality.md for the suites, the layout and the cav
 from __future__ import annotations
 
 import json
+import re
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -39,6 +41,15 @@ TABLES: tuple[str, ...] = (
     "silver.quarantine",
     "silver.duplicates",
     "gold.complex_events",
+    "gold.probabilistic_events",
+    "gold.window_outputs",
+    "gold.window_state",
+    "gold.partial_matches",
+    "gold.archive_access",
+    "gold.acquisition_plans",
+    "gold.statistics",
+    "gold.allocations",
+    "gold.quality_results",  # earlier runs' results (validated before this run's are written)
 )
 RESULTS_TABLE = "gold.quality_results"
 #: The suites: the repository's ``expectations/`` folder, installed as the package data
@@ -363,8 +374,10 @@ def write_results(
 # Entry point ------------------------------------------------------------------------------
 
 
-def _build_data_docs(context: Any, report: QualityReport, resources: dict[str, Any]) -> Path | None:
-    """Render this run's validation pages (and the suites' pages) plus the index, once."""
+def _build_data_docs(context: Any, report: QualityReport, resources: dict[str, Any],
+                     site: Path) -> Path | None:
+    """Render this run's validation pages (and the suites' pages) plus the index, once, and
+    make the site work offline (:func:`make_data_docs_offline`)."""
     from great_expectations.data_context.types.resource_identifiers import (
         ExpectationSuiteIdentifier,
     )
@@ -373,6 +386,7 @@ def _build_data_docs(context: Any, report: QualityReport, resources: dict[str, A
     identifiers += [ExpectationSuiteIdentifier(name=r.expectation_suite_identifier.name)
                     for r in resources.values()]
     context.build_data_docs(site_names=[DOCS_SITE], resource_identifiers=identifiers)
+    make_data_docs_offline(site)
     for table, identifier in resources.items():
         urls = context.get_docs_sites_urls(
             resource_identifier=identifier, site_names=[DOCS_SITE], only_if_exists=True
@@ -381,6 +395,205 @@ def _build_data_docs(context: Any, report: QualityReport, resources: dict[str, A
             report.tables[table].data_docs_page = _url_path(urls[0]["site_url"])
     index = _url_path(context.get_docs_sites_urls(site_names=[DOCS_SITE])[0]["site_url"])
     return index if index.is_file() else None
+
+
+# Offline Data Docs -------------------------------------------------------------------------
+
+#: Marker of a page :func:`make_data_docs_offline` has processed (its stylesheet's id).
+_OFFLINE_MARK = 'id="lakecep-offline-style"'
+_REMOTE = r"(?:https?:)?//"
+_REMOTE_SCRIPT = re.compile(rf"<script\b[^>]*\bsrc=[\"']{_REMOTE}[^>]*>\s*</script>\s*", re.I)
+_REMOTE_LINK = re.compile(rf"<link\b[^>]*\bhref=[\"']{_REMOTE}[^>]*>\s*", re.I)
+_REMOTE_IMG = re.compile(rf"(<img\b[^>]*?\bsrc=)([\"']){_REMOTE}[^\"']*?"
+                         r"([\w.-]+\.(?:png|svg|gif|ico))(?:\?[^\"']*)?\2", re.I | re.S)
+_LOCAL_STATIC = re.compile(r"""((?:src|href)=["'])(?:\./|(?:\.\./)+)?static/""")
+_REMOTE_CSS_URL = re.compile(rf"url\(\s*['\"]?{_REMOTE}[^)]*\)", re.I)
+_INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>\s*", re.S)
+_TABLE_SCRIPT = re.compile(
+    r"\$\('#(?P<id>[^']+)'\)\.bootstrapTable\(\s*Object\.assign\(\s*\{\s*"
+    r"columns:\s*(?P<columns>.*?),\s*data:\s*(?P<data>.*?),\s*toolbar:\s*'[^']*'\s*\},\s*"
+    r"(?P<options>\{.*?\})\s*\)\s*\);(?P<rest>.*)", re.S)
+_TITLE_ROW = re.compile(r"\.prepend\('(?P<row>.*?)'\);", re.S)
+_FILTER_BUTTON = re.compile(
+    r"<button\b[^>]*onclick=\"clearTableFilters\([^)]*\)\"[^>]*>.*?</button>", re.S)
+#: GX's show/hide-succeeded buttons on validation pages, without jQuery.
+_SHOW_HIDE_JS = """
+  function lakecepSucceededTargets() {
+    const out = [];
+    document.querySelectorAll(".hide-succeeded-validation-target-child")
+      .forEach((el) => out.push(el.parentElement));
+    document.querySelectorAll(".hide-succeeded-validation-target").forEach((el) => out.push(el));
+    document.querySelectorAll(".hide-succeeded-validations-column-section-target-child")
+      .forEach((el) => {
+        const section = el.parentElement.parentElement;
+        out.push(section);
+        if (section.id) {
+          document.querySelectorAll(`a[href$="${section.id}"]`).forEach((a) => out.push(a));
+        }
+      });
+    return out;
+  }
+  function showAllValidations() {
+    lakecepSucceededTargets().forEach((el) => { el.style.display = ""; });
+  }
+  function hideSucceededValidations() {
+    lakecepSucceededTargets().forEach((el) => { el.style.display = "none"; });
+  }
+"""
+#: Our stand-in for Bootstrap 4, bootstrap-table and Font Awesome (which GX loads from CDNs).
+_OFFLINE_CSS = """
+  body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif;
+         margin: 0; color: #212529; background: #fff; line-height: 1.45; font-size: 15px; }
+  a { color: #0062cc; text-decoration: none; } a:hover { text-decoration: underline; }
+  .navbar { display: flex; align-items: center; padding: 8px 24px; background: #f8f9fa;
+            border-bottom: 1px solid #dee2e6; }
+  .navbar nav, .d-flex { display: flex; align-items: center; gap: 16px; }
+  .container-fluid { padding: 12px 24px; box-sizing: border-box; }
+  .row { display: flex; flex-wrap: wrap; gap: 16px; }
+  .row > [class*="col-md-2"] { flex: 0 0 220px; max-width: 220px; }
+  .row > [class*="col-md-10"], .row > .col-12, .row > [class*="col-"] { flex: 1 1 600px;
+                                                                       min-width: 0; }
+  .row > .col-12 { flex-basis: 100%; }
+  table { border-collapse: collapse; margin: 8px 0 16px; width: 100%; }
+  th, td { border: 1px solid #dee2e6; padding: 4px 8px; text-align: left;
+           vertical-align: top; }
+  thead th, th { background: #f1f3f5; }
+  tr:nth-child(even) td { background: #fafbfc; }
+  .card { border: 1px solid #dee2e6; border-radius: 4px; margin-bottom: 16px; }
+  .card-header { background: #f1f3f5; padding: 8px 12px; border-bottom: 1px solid #dee2e6; }
+  .card-body { padding: 8px 12px; }
+  .alert { padding: 8px 12px; border-radius: 4px; background: #e9ecef; margin-bottom: 12px; }
+  .nav-tabs { list-style: none; display: flex; gap: 16px; padding: 0; margin: 8px 0;
+              border-bottom: 1px solid #dee2e6; }
+  .nav-tabs .nav-link { display: inline-block; padding: 6px 4px; }
+  .tab-pane { margin-bottom: 24px; }
+  .list-group, .sticky ul { padding-left: 16px; }
+  .btn { border: 1px solid #adb5bd; background: #f8f9fa; border-radius: 4px;
+         padding: 2px 8px; cursor: pointer; font-size: 13px; }
+  .badge { display: inline-block; padding: 1px 6px; border-radius: 8px; background: #e9ecef; }
+  .text-success { color: #198754; } .text-danger { color: #dc3545; }
+  .text-warning { color: #b8860b; } .text-muted { color: #6c757d; }
+  .fas, .fa { font-style: normal; }
+  .fa-check-circle::before { content: "\\2714"; }
+  .fa-times::before { content: "\\2718"; }
+  .fa-question-circle::before { content: "?"; }
+  .fa-exclamation-triangle::before { content: "\\26A0"; }
+  .fa-comment::before { content: "\\1F5E8"; }
+  .sr-only { position: absolute; width: 1px; height: 1px; overflow: hidden;
+             clip: rect(0, 0, 0, 0); }
+  footer { padding: 12px 24px; color: #6c757d; font-size: 13px; }
+  pre, code { white-space: pre-wrap; }
+"""
+
+
+def make_data_docs_offline(site: Path) -> int:
+    """Make every page of the GX Data Docs site under ``site`` work without internet.
+
+    GX 1.24's templates load Bootstrap 4.3.1 (CSS + JS), bootstrap-table 1.19 (+ its
+    filter-control extension), bootstrap-datepicker, popper.js, jQuery 3.7.1, Vega/Vega-Lite/
+    Vega-Embed and Font Awesome 6.6 from CDNs (unpkg, jsdelivr, cdnjs, stackpath, maxcdn,
+    code.jquery.com), and the navbar logo from an S3 bucket. Offline the pages were unstyled and
+    the index showed no results at all, because its tables are filled by bootstrap-table in the
+    browser. No installed package ships those assets, so this post-processing step (run after
+    every ``build_data_docs``) rewrites each ``*.html`` file:
+
+    - removes every ``<script src>`` and ``<link href>`` pointing to an http(s) URL;
+    - renders each bootstrap-table (``<table id=X></table>`` + the ``$('#X').bootstrapTable(
+      {columns, data}, options)`` script) server-side into a plain HTML table with the same
+      columns and rows, sorted like bootstrap-table would (``sortName``/``sortOrder``), with
+      row links (``_table_row_link_path``) as ``<a>`` in each cell; drops the script, GX's
+      bootstrap-table helper functions and the "Clear Filters" buttons (filters need the
+      library);
+    - replaces GX's jQuery show/hide-succeeded functions of validation pages by plain JS;
+    - points the navbar logo ``<img>`` at the site's own ``static/images`` copy (and fixes
+      the depth of GX's relative ``static/`` links, wrong on validation pages), drops CSS
+      ``url(http...)`` backgrounds;
+    - adds one inline stylesheet (``_OFFLINE_CSS``: layout, tables, status colours, the few
+      Font Awesome icons GX uses as Unicode symbols).
+
+    Vega charts are not used by the validation and suite pages of our suites. Idempotent: a
+    processed page (it carries our stylesheet) is only rewritten if GX re-rendered it.
+    Returns the number of pages rewritten.
+    """
+    rewritten = 0
+    for page in sorted(site.rglob("*.html")):
+        html = page.read_text(encoding="utf-8")
+        depth = len(page.relative_to(site).parts) - 1
+        offline = _offline_page(html, "../" * depth + "static/images/")
+        if offline != html:
+            page.write_text(offline, encoding="utf-8")
+            rewritten += 1
+    return rewritten
+
+
+def _offline_page(html: str, images: str) -> str:
+    # GX miscounts the depth of validation pages (favicon -> validations/static/...)
+    static = images.removesuffix("images/")
+    html = _LOCAL_STATIC.sub(lambda m: f"{m[1]}{static}", html)
+    html = _REMOTE_SCRIPT.sub("", html)
+    html = _REMOTE_LINK.sub("", html)
+    html = _REMOTE_IMG.sub(lambda m: f"{m[1]}{m[2]}{images}{m[3]}{m[2]}", html)
+    html = _REMOTE_CSS_URL.sub("none", html)
+    html = _FILTER_BUTTON.sub("", html)
+
+    def script(match: re.Match[str]) -> str:
+        body = match[1]
+        if "function rowStyleLinks" in body:  # bootstrap-table helpers (need jQuery)
+            return ""
+        if "function hideSucceededValidations" in body:
+            return f"<script>{_SHOW_HIDE_JS}</script>\n"
+        table = _TABLE_SCRIPT.search(body)
+        if table:
+            html_tables[table["id"]] = _static_table(table)
+            return ""
+        return match[0]
+
+    html_tables: dict[str, str] = {}
+    html = _INLINE_SCRIPT.sub(script, html)
+    for table_id, rendered in html_tables.items():
+        empty = re.compile(rf"<table\b[^>]*\bid=\"{re.escape(table_id)}\"[^>]*>\s*</table>", re.S)
+        html = empty.sub(lambda _m, r=rendered: r, html, count=1)
+    if _OFFLINE_MARK not in html and "</head>" in html:
+        html = html.replace("</head>", f"<style {_OFFLINE_MARK}>{_OFFLINE_CSS}</style>\n</head>", 1)
+    return html
+
+
+def _static_table(match: re.Match[str]) -> str:
+    """One bootstrap-table script's columns and rows as a server-side HTML table."""
+    import ast
+    from html import escape
+
+    table_id = match["id"]
+    try:
+        columns = ast.literal_eval(match["columns"])
+        rows = ast.literal_eval(match["data"])
+        options = ast.literal_eval(match["options"])
+    except (ValueError, SyntaxError) as exc:
+        return (f'<p id="{escape(table_id)}" class="text-danger">This table could not be '
+                f"rendered offline ({escape(str(exc))}).</p>")
+    sort_name = options.get("sortName")
+    if sort_name:
+        column = next((c for c in columns if c.get("field") == sort_name), {})
+        key = column.get("sortName", sort_name)
+        rows = sorted(rows, key=lambda r: (r.get(key) is None, str(r.get(key))
+                      if not isinstance(r.get(key), int | float) else r.get(key)),
+                      reverse=options.get("sortOrder") == "desc")
+    head = "".join(f"<th>{c.get('title', c.get('field', ''))}</th>" for c in columns)
+    title = _TITLE_ROW.search(match["rest"])
+    body = []
+    for row in rows:
+        link = row.get("_table_row_link_path")
+        cells = []
+        for c in columns:
+            value = row.get(c.get("field"), "")
+            value = "" if value is None else str(value).strip()
+            if link and "<a " not in value:
+                value = f'<a href="{escape(link, quote=True)}">{value}</a>'
+            cells.append(f"<td>{value}</td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    return (f'<table id="{escape(table_id)}" class="table table-sm lakecep-offline-table">'
+            f"<thead>{title['row'] if title else ''}<tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table>")
 
 
 def _url_path(url: str) -> Path:
@@ -495,7 +708,8 @@ def run_quality(
     report.results_table = write_results(spark, settings, run_id, selected, rows)
     report.results_written = len(rows)
     if docs_resources:
-        report.data_docs_index = _build_data_docs(context, report, docs_resources)
+        report.data_docs_index = _build_data_docs(context, report, docs_resources,
+                                                   data_docs_dir(settings))
     if fail_on_error and not report.success:
         raise QualityError(report)
     return report

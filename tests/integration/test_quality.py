@@ -25,7 +25,7 @@ pytestmark = pytest.mark.spark
 
 RUN_ID = "test-quality-run-1"
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-LAKE_TABLES = (*quality.TABLES, quality.RESULTS_TABLE)
+LAKE_TABLES = tuple(dict.fromkeys((*quality.TABLES, quality.RESULTS_TABLE)))
 
 
 def ts(seconds: float) -> datetime:
@@ -63,15 +63,65 @@ DUPLICATES = [
 GOLD = [
     # query_id, query_version, match_id, partition_key, match_number, start_time, end_time,
     # measures, live_event_ids, archive_event_ids, history_version, strategy, probability,
-    # detection_time, detection_latency_ms, batch_id
+    # detection_time, detection_latency_ms, batch_id, superseded_version
     ("q1", "v1", "m1", "o1", 1, ts(1), ts(2), {"n": "2"}, ["e1", "e2"], [], 3, "batch", None,
-     ts(6), 10, 0),
-    ("q1", "v1", "m2", "o2", 2, ts(3), None, None, ["e3"], None, None, "lazy", 0.25, ts(6), 10, 0),
+     ts(6), 10, 0, None),
+    ("q1", "v1", "m2", "o2", 2, ts(3), None, None, ["e3"], None, None, "lazy", 0.25, ts(6), 10,
+     0, None),
     # BROKEN: probability outside [0, 1]
-    ("q2", "v1", "m1", "o1", 1, ts(1), ts(4), None, ["e1"], None, None, "lazy", 1.5, ts(6), 10, 0),
+    ("q2", "v1", "m1", "o1", 1, ts(1), ts(4), None, ["e1"], None, None, "lazy", 1.5, ts(6), 10,
+     0, None),
     # BROKEN: (q1, m1) emitted twice -> 2 unexpected rows
     ("q1", "v1", "m1", "o1", 1, ts(1), ts(2), None, ["e1", "e2"], [], 3, "batch", None,
-     ts(7), 20, 1),
+     ts(7), 20, 1, 5),
+]
+# The other gold tables: rows as their jobs write them (the suites must pass on them) ...
+PROBABILISTIC = [
+    ("u1", "v1", "m1", "o1", ["A", "B"], ["e1", "e2"], 0.75, ts(1), ts(3), {"n": "2"}, "dp",
+     None, 3, 0, ts(6)),
+    # a partition that could not be evaluated: no probability, no bounds
+    ("u1", "v1", "m2", "o2", [], [], None, None, None, None, "dp", "pmf does not fit", 3, 0,
+     ts(6)),
+]
+WINDOW_OUTPUTS = [
+    ("w1", "v1", "o1", "time", ts(0), ts(10), 0, "count", 2.0, 2, 0, ts(10), 0, ts(11)),
+    ("w1", "v1", "o1", "time", ts(0), ts(10), 0, "count", 3.0, 3, 1, ts(12), 1, ts(13)),
+]
+WINDOW_STATE = [
+    ("w1", "f1", -1, 1, '{"watermark": 10}', None, ts(13)),
+    ("w1", "f1", 0, 1, "{}", "{}", ts(13)),
+]
+PARTIAL_MATCHES = [
+    ("la1", "f1", "hot", 0, "", None, bytearray(b"x"), 1, 2, 0, 3, ts(6)),
+    ("la1", "f1", "key", 0, "o1", 1000, None, None, None, 0, 3, ts(6)),
+]
+ARCHIVE_ACCESS = [
+    ("la1", "v1", 0, 3, "llaa", "llaa", 2, 2, 0, 10, 0, 1, 4, 10, 1, 0, 2, 0, 2, 0, 0, 0.5, ts(6)),
+    # ... except: BROKEN: 5 Delta files read of a version that has 4
+    ("la1", "v1", 1, 4, "ollaa", "auto: live first", 1, 1, 1, 5, 5, 5, 4, 5, 0, 1, 0, 0, 0, 0,
+     0, 0.4, ts(7)),
+]
+ACQUISITION_PLANS = [
+    ("aq1", "v1", 0, 3, "s1", "plan", "cheapest plan", "{a} -> {b}", True, 2, 1.0, None, 2,
+     600.0, 10.0, "[6.0, 4.0]", 9, "[6, 3]", 3, 2, 4, "[1, 1]", 1, 0.3, ts(6)),
+]
+STATISTICS = [
+    ("s1", ts(5), 3, ts(0), ts(4), "arrival_rate", None, "event_type", "enter", 0.5, 2, 4.0,
+     0.8, 1.1, None),
+    ("s1", ts(5), 3, ts(0), ts(4), "selectivity", "q1", "live", "*", 0.1, 10, None, None, None,
+     None),
+]
+ALLOCATIONS = [
+    (1, ts(6), "s1", "q1", "A", 0.5, 0.001, 400.0, 0.6, 0.99, 1.0, 0.0, 0.0, "q1", 1000, 0.98,
+     0.97, "two streams"),
+    (1, ts(6), "s1", "q1", "B", 0.2, 0.001, 266.0, 0.4, 0.95, 1.0, 0.0, 0.0, "q1", 1000, None,
+     None, "two streams"),
+]
+QUALITY_RESULTS = [  # an earlier run's results
+    ("earlier-run", "silver.events", "silver.events", "expect_column_values_to_be_unique",
+     "event_id", False, 5, 2, '{"unexpected_percent": 40.0}', ts(0)),
+    ("earlier-run", "bronze.events", "bronze.events", "expect_table_row_count_to_be_between",
+     None, True, 6, None, '{"observed_value": 6}', ts(0)),
 ]
 DATA = {
     "bronze.events": BRONZE,
@@ -79,6 +129,15 @@ DATA = {
     "silver.quarantine": QUARANTINE,
     "silver.duplicates": DUPLICATES,
     "gold.complex_events": GOLD,
+    "gold.probabilistic_events": PROBABILISTIC,
+    "gold.window_outputs": WINDOW_OUTPUTS,
+    "gold.window_state": WINDOW_STATE,
+    "gold.partial_matches": PARTIAL_MATCHES,
+    "gold.archive_access": ARCHIVE_ACCESS,
+    "gold.acquisition_plans": ACQUISITION_PLANS,
+    "gold.statistics": STATISTICS,
+    "gold.allocations": ALLOCATIONS,
+    "gold.quality_results": QUALITY_RESULTS,
 }
 #: (table, expectation, column) -> unexpected_count of every expectation the data breaks.
 EXPECTED_FAILURES = {
@@ -88,6 +147,8 @@ EXPECTED_FAILURES = {
      "time_upper,time_lower"): 1,
     ("gold.complex_events", "expect_compound_columns_to_be_unique", "query_id,match_id"): 2,
     ("gold.complex_events", "expect_column_values_to_be_between", "probability"): 1,
+    ("gold.archive_access", "expect_column_pair_values_a_to_be_greater_than_b",
+     "delta_files_total,delta_files_read"): 1,
 }
 
 
@@ -169,6 +230,42 @@ def test_suites_agree_with_the_jobs_contracts() -> None:
     assert not strict.search("Malformed") and not strict.search("no_such_code")
 
 
+def value_set(table: str, column: str) -> list[str]:
+    suite = json.loads(quality.suite_path(table).read_text())
+    (entry,) = [e for e in suite["expectations"] if e["type"] ==
+                "expect_column_values_to_be_in_set" and e["kwargs"]["column"] == column]
+    return sorted(entry["kwargs"]["value_set"])
+
+
+def test_gold_value_sets_agree_with_the_writing_code() -> None:
+    """The value sets of the gold suites are the constants the jobs write from."""
+    import inspect
+
+    from cep_core.live_archive.spec import STRATEGIES
+    from lakecep.jobs import statistics
+    from lakecep.queries import ACQUISITIONS, UNCERTAIN_METHODS, WindowQuery
+
+    assert value_set("gold.archive_access", "strategy") == sorted(STRATEGIES)
+    assert value_set("gold.acquisition_plans", "acquisition") == sorted(ACQUISITIONS)
+    assert value_set("gold.probabilistic_events", "method") == sorted(UNCERTAIN_METHODS)
+    assert value_set("gold.quality_results", "table_name") == sorted(quality.TABLES)
+    # statistics rows are made by _row("<kind>", ...); window kinds are WindowQuery.mode's
+    kinds = set(re.findall(r'_row\("(\w+)"', inspect.getsource(statistics)))
+    assert value_set("gold.statistics", "kind") == sorted(kinds)
+    modes = set(re.findall(r'"(\w+)"', inspect.getsource(WindowQuery.mode.fget)))
+    assert value_set("gold.window_outputs", "window_kind") == sorted(modes)
+    # every table of the DDL has a suite, and is validated by default
+    assert set(quality.TABLES) == set(schemas.tables())
+    for table in quality.TABLES:
+        suite = json.loads(quality.suite_path(table).read_text())
+        first, second = suite["expectations"][:2]
+        assert first["type"] == "expect_table_columns_to_match_set", table
+        assert first["kwargs"]["exact_match"] is True, table
+        assert second == {"type": "expect_table_row_count_to_be_between",
+                          "kwargs": {"min_value": 0}, "meta": second["meta"]}, table
+        assert all(e.get("meta", {}).get("why") for e in suite["expectations"]), table
+
+
 def test_a_broken_suite_file_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     bad = {"name": "silver.events", "expectations": [
         {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "event_id"}},
@@ -202,6 +299,9 @@ def test_failures_are_exactly_the_broken_expectations(report) -> None:  # noqa: 
     assert report.tables["bronze.events"].failed == 1
     assert report.tables["silver.events"].failed == 2
     assert report.tables["gold.complex_events"].failed == 2
+    assert report.tables["gold.archive_access"].failed == 1
+    assert all(report.tables[t].success for t in DATA if t not in {
+        "bronze.events", "silver.events", "gold.complex_events", "gold.archive_access"})
     text = str(report)
     assert "FAILED" in text and "unexpected_count=2" in text and "garbled" in text
 
@@ -248,6 +348,87 @@ def test_data_docs_show_the_validations(report, settings) -> None:  # noqa: ANN0
     silver_page = next(p for p in pages if "silver.events" in str(p))
     assert "expect_column_values_to_be_unique" in silver_page.read_text() or \
         "values must be unique" in silver_page.read_text()
+
+
+REMOTE = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", re.I)
+
+
+def test_data_docs_work_offline(report, settings) -> None:  # noqa: ANN001
+    """No page loads anything from the internet, and the index shows the validation results
+    in its HTML (GX fills those tables with bootstrap-table from a CDN)."""
+    site = quality.data_docs_dir(settings)
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) >= len(quality.TABLES) + 1, pages  # validations (+ suites), index
+    for page in pages:
+        html = page.read_text()
+        tags = re.findall(r"<(?:script|link|img)\b[^>]*>", html, re.I)
+        assert tags and not [t for t in tags if REMOTE.search(t)], page
+        assert not re.search(r"url\(\s*['\"]?\s*(?:https?:)?//", html), page
+        assert "bootstrapTable" not in html and "$(" not in html and "vegaEmbed" not in html, page
+        assert 'id="lakecep-offline-style"' in html, page
+    index = (site / "index.html").read_text()
+    results = index.split('class="table table-sm lakecep-offline-table"')[1].split("</table>")[0]
+    rows = re.findall(r"<tr>(.*?)</tr>", results, re.S)
+    text = [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", r)) for r in rows]
+    assert "Status" in text[0] and "Run Name" in text[0]  # the header row
+    ours = [t for t in text if RUN_ID in t]
+    assert {table for table in quality.TABLES if any(f" {table} " in t for t in ours)} == \
+        set(quality.TABLES)
+    # each row links to its validation page, which exists
+    for link in set(re.findall(r'href="(validations/[^"]+)"', results)):
+        assert (site / link).is_file(), link
+    assert quality.make_data_docs_offline(site) == 0  # idempotent: nothing left to rewrite
+
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium"
+                                        if Path("/usr/bin/chromium").exists() else None)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (infra/bootstrap.sh installs it)")
+def test_data_docs_render_offline_in_chromium(report, settings) -> None:  # noqa: ANN001
+    """Headless Chromium (as tests/unit/test_report_browser.py launches it): the index and a
+    validation page load only file:// URLs, log no console error, show their results."""
+    from playwright.sync_api import sync_playwright
+
+    args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+    index = quality.data_docs_dir(settings) / "index.html"
+    page_path = report.tables["silver.events"].data_docs_page
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=args,
+                                             timeout=60_000)
+        try:
+            context = browser.new_context()
+            requests: list[str] = []
+            errors: list[str] = []
+            context.on("request", lambda request: requests.append(request.url))
+            page = context.new_page()
+            page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+            page.on("pageerror", lambda error: errors.append(str(error)))
+
+            page.goto(index.as_uri(), wait_until="load")
+            table = page.locator("table.lakecep-offline-table").first
+            assert table.is_visible()
+            assert table.locator("tbody tr").count() >= len(quality.TABLES)
+            assert RUN_ID in table.inner_text() and "silver.events" in table.inner_text()
+            assert table.locator("tbody tr a", has_text="silver.events").first.is_visible()
+
+            page.goto(page_path.as_uri(), wait_until="load")
+            body = page.locator("body").inner_text()
+            assert "event_id" in body and "unique" in body
+            tables = page.locator("table")
+            assert tables.count() > 0 and tables.first.is_visible()
+            # GX's "hide succeeded" button works without jQuery (our plain-JS stand-in)
+            hidden = "() => lakecepSucceededTargets().filter(e => e.style.display == 'none')" \
+                ".length"
+            page.get_by_text("Failed Only").first.click()
+            assert page.evaluate(hidden) > 0  # silver.events has passing expectations
+            page.get_by_text("Show All").first.click()
+            assert page.evaluate(hidden) == 0
+        finally:
+            browser.close()
+    assert requests and all(url.startswith("file://") for url in requests), requests
+    assert errors == []
 
 
 def test_missing_tables_are_skipped(spark, settings, report, tmp_path: Path) -> None:  # noqa: ANN001
