@@ -136,7 +136,7 @@ class QualityReport:
             mark = "ok  " if t.success else "FAIL"
             rows = "?" if t.row_count is None else str(t.row_count)
             lines.append(
-                f"  {mark} {t.table:<22} {t.evaluated - t.failed:>3}/{t.evaluated:<3} passed"
+                f"  {mark} {t.table:<26} {t.evaluated - t.failed:>3}/{t.evaluated:<3} passed"
                 f"  rows={rows:<8} {t.seconds:5.1f}s"
             )
             lines += [f"         x {failure}" for failure in t.failures]
