@@ -63,15 +63,17 @@ DUPLICATES = [
 GOLD = [
     # query_id, query_version, match_id, partition_key, match_number, start_time, end_time,
     # measures, live_event_ids, archive_event_ids, history_version, strategy, probability,
-    # detection_time, detection_latency_ms, batch_id
+    # detection_time, detection_latency_ms, batch_id, superseded_version
     ("q1", "v1", "m1", "o1", 1, ts(1), ts(2), {"n": "2"}, ["e1", "e2"], [], 3, "batch", None,
-     ts(6), 10, 0),
-    ("q1", "v1", "m2", "o2", 2, ts(3), None, None, ["e3"], None, None, "lazy", 0.25, ts(6), 10, 0),
+     ts(6), 10, 0, None),
+    ("q1", "v1", "m2", "o2", 2, ts(3), None, None, ["e3"], None, None, "lazy", 0.25, ts(6), 10,
+     0, None),
     # BROKEN: probability outside [0, 1]
-    ("q2", "v1", "m1", "o1", 1, ts(1), ts(4), None, ["e1"], None, None, "lazy", 1.5, ts(6), 10, 0),
+    ("q2", "v1", "m1", "o1", 1, ts(1), ts(4), None, ["e1"], None, None, "lazy", 1.5, ts(6), 10,
+     0, None),
     # BROKEN: (q1, m1) emitted twice -> 2 unexpected rows
     ("q1", "v1", "m1", "o1", 1, ts(1), ts(2), None, ["e1", "e2"], [], 3, "batch", None,
-     ts(7), 20, 1),
+     ts(7), 20, 1, 5),
 ]
 DATA = {
     "bronze.events": BRONZE,
@@ -276,6 +278,30 @@ def test_fail_on_error_names_the_failed_expectation(spark, settings, report) -> 
     assert not info.value.report.success
     # results are still recorded before raising
     assert len(results(spark, settings, "test-quality-fail")) == suite_size("bronze.events")
+
+
+def test_an_expectation_with_action_fail_fails_the_job(spark, settings, report,  # noqa: ANN001
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    suite = json.loads(quality.suite_path("bronze.events").read_text())
+    for entry in suite["expectations"]:
+        if entry["type"] == "expect_column_values_to_be_in_set":  # fails on this lake
+            entry["meta"] = {**entry.get("meta", {}), "action": "fail"}
+    (tmp_path / "bronze.events.json").write_text(json.dumps(suite))
+    monkeypatch.setattr(quality, "EXPECTATIONS_DIR", tmp_path)
+    with pytest.raises(quality.QualityError) as info:
+        quality.run_quality(spark, settings, run_id="test-quality-action",
+                            tables=["bronze.events"])
+    listed = [line for line in str(info.value).splitlines() if line.startswith("  - ")]
+    assert listed == ["  - bronze.events: expect_column_values_to_be_in_set(parse_status): "
+                      + listed[0].split("(parse_status): ", 1)[1]]
+    assert info.value.report.gating == [listed[0][4:]]
+    assert len(results(spark, settings, "test-quality-action")) == suite_size("bronze.events")
+    # an unknown action is refused when the suite loads
+    suite["expectations"][0]["meta"] = {"action": "drop"}
+    (tmp_path / "bronze.events.json").write_text(json.dumps(suite))
+    with pytest.raises(quality.SuiteError, match=r"meta.action 'drop' is not one of warn, fail"):
+        quality.load_suite("bronze.events")
 
 
 def test_unknown_table_is_rejected(spark, settings) -> None:  # noqa: ANN001
