@@ -11,8 +11,10 @@ with numpy; other measures (CLASSIFIER inside navigation or aggregates, FILTER, 
 computed per match with the general closures.
 
 A ``WITHIN`` window is allowed (the runtime applies it exactly as the general matcher
-does; EMIT TIMEOUTS is not). Anything else -- alternation, PERMUTE, anchors, exclusion,
-SKIP TILL NEXT/ANY MATCH, ALL ROWS PER MATCH, consumption modes, EMIT TIMEOUTS, navigation
+does; EMIT TIMEOUTS is not), and so is ALL ROWS PER MATCH (SHOW or OMIT EMPTY MATCHES:
+matching is vectorised, the per-row RUNNING measures and the output use the general
+path's code). Anything else -- alternation, PERMUTE, anchors, exclusion, SKIP TILL
+NEXT/ANY MATCH, ALL ROWS PER MATCH WITH UNMATCHED ROWS, consumption modes, EMIT TIMEOUTS, navigation
 to other variables, FIRST/LAST/aggregates/CLASSIFIER/MATCH_NUMBER in DEFINE -- runs on the
 general matcher (:mod:`cep_core.runtime.matcher`).
 """
@@ -73,6 +75,11 @@ class FastPlan:
         how = "vectorised" if self.measures is not None else "per match"
         within = self.q.match.within
         window = "" if within is None else f"; WITHIN {to_sql(within)}"
+        rows = self.q.match.rows_per_match
+        if rows != "ONE":
+            how = "per row"
+            window += "; ALL ROWS PER MATCH" + (" OMIT EMPTY MATCHES" if rows == "ALL OMIT"
+                                                else "")
         return f"fast: items {' '.join(parts)}{window}; measures {how}"
 
 
@@ -105,8 +112,8 @@ def plan_fast(q: CompiledQuery, engine: str | None = None) -> tuple[FastPlan | N
 # ---------------------------------------------------------------------- eligibility
 def _ineligible(q: CompiledQuery) -> str | None:
     m = q.match
-    if m.rows_per_match != "ONE":
-        return "ALL ROWS PER MATCH"
+    if m.rows_per_match == "ALL UNMATCHED":
+        return "ALL ROWS PER MATCH WITH UNMATCHED ROWS"
     if m.selection != "STRICT":
         return f"SKIP TILL {m.selection} MATCH"
     if getattr(m, "consumption", None) is not None:

@@ -906,6 +906,8 @@ class _Result:
 
         bound = self.fb.bound
         tree = self.fb.plan.q.tree
+        if self.fb.plan.q.match.rows_per_match != "ONE":
+            return select(tree, self._all_rows())
         if len(self.cand) == 0:
             return select(tree, bound._one_row(self.df.reset_index(drop=True),
                                                 MatchState({}, []), []))
@@ -933,6 +935,27 @@ class _Result:
         for name, col in zip(names, columns, strict=True):
             data[name] = col
         return select(tree, pd.DataFrame(data))
+
+
+    def _all_rows(self) -> pd.DataFrame:
+        """ALL ROWS PER MATCH: the matches found here, one output row per matched row with
+        RUNNING measures, built by the general path's own output code."""
+        from ..api import Partition
+
+        bound = self.fb.bound
+        full = self.df.reset_index(drop=True)
+        work = full.take(self.positions).reset_index(drop=True)
+        cols: dict[str, Any] = {c: LazyColumn(self.work[c]) for c in bound.used_columns}
+        st = MatchState(cols, self.fb.plan.q.variables)
+        nparts = len(self.bounds) - 1
+        found: list[list[RawMatch]] = [[] for _ in range(nparts)]
+        for i, j in enumerate(self.part.tolist()):
+            found[j].append(self._raw(i))
+        pcols = [work[c] for c in bound.partition_cols]
+        parts = [Partition(tuple(to_python(c.iat[lo]) for c in pcols), lo, hi, found[j])
+                 for j, (lo, hi) in enumerate(zip(self.bounds[:-1], self.bounds[1:],
+                                                  strict=True)) if found[j]]
+        return bound._all_rows(work, st, parts)
 
 
 def _from_python(values: list[Any]) -> pd.Series:

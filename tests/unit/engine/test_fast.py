@@ -32,8 +32,15 @@ SLOW_MEASURES = ["SUM(v) AS total", "LAST(A.v) - FIRST(v) AS d", "PREV(LAST(B.v)
                  "PREV(CLASSIFIER()) AS pc"]
 
 
+# ONE ROW PER MATCH mostly; ALL ROWS PER MATCH (RUNNING measures per row) too.
+ROWS = st.sampled_from(["ONE ROW PER MATCH"] * 4 + [
+    "ALL ROWS PER MATCH", "ALL ROWS PER MATCH SHOW EMPTY MATCHES",
+    "ALL ROWS PER MATCH OMIT EMPTY MATCHES"])
+
+
 def _query(items: list[tuple[str, str]], defines: dict[str, str], measures: list[str],
-           skip: str, partition: bool, order: str = "ts", within: str = "") -> str:
+           skip: str, partition: bool, order: str = "ts", within: str = "",
+           rows: str = "ONE ROW PER MATCH") -> str:
     pattern = " ".join(f"{v}{q}" for v, q in items)
     define = ", ".join(f"{v} AS {c.format(var=v)}" for v, c in defines.items())
     return (
@@ -41,7 +48,7 @@ def _query(items: list[tuple[str, str]], defines: dict[str, str], measures: list
         + ("PARTITION BY p " if partition else "")
         + f"ORDER BY {order} "
         + (f"MEASURES {', '.join(measures)} " if measures else "")
-        + f"ONE ROW PER MATCH AFTER MATCH SKIP {skip} PATTERN ({pattern})"
+        + f"{rows} AFTER MATCH SKIP {skip} PATTERN ({pattern})"
         + (f" WITHIN {within}" if within else "")
         + (f" DEFINE {define}" if define else "") + ")")
 
@@ -74,7 +81,7 @@ def cases(draw: st.DrawFn) -> tuple[str, pd.DataFrame]:
         "v": pd.Series(values, dtype="float64" if None in values else "int64"),
         "s": draw(st.lists(st.sampled_from(["x", "y"]), min_size=n, max_size=n)),
     })
-    return _query(items, defines, measures, skip, partition), df
+    return _query(items, defines, measures, skip, partition, rows=draw(ROWS)), df
 
 
 def _outcome(q: cep_core.CompiledQuery, df: pd.DataFrame) -> tuple[object, object]:
@@ -172,10 +179,29 @@ def test_ineligible_queries_fall_back(text: str, reason: str) -> None:
                                engine="fast")
 
 
-def test_all_rows_per_match_falls_back() -> None:
+def test_all_rows_with_unmatched_rows_falls_back() -> None:
     q = cep_core.compile_query("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL ROWS PER "
-                               "MATCH PATTERN (A B))")
+                               "MATCH WITH UNMATCHED ROWS PATTERN (A B))")
     assert q.engine == "general"
+    assert q.plan == "general: ALL ROWS PER MATCH WITH UNMATCHED ROWS"
+
+
+def test_all_rows_per_match_on_the_fast_path() -> None:
+    text = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES "
+            "COUNT(*) AS n, LAST(B.v) AS lb, CLASSIFIER() AS cl, MATCH_NUMBER() AS mn "
+            "ALL ROWS PER MATCH PATTERN (A B+ C*) WITHIN 3 "
+            "DEFINE B AS v > PREV(v), C AS v < PREV(v))")
+    q = cep_core.compile_query(text)
+    assert q.plan == ("fast: items A{1,1} B{1,} C{0,}; WITHIN 3; ALL ROWS PER MATCH; "
+                      "measures per row")
+    df = pd.DataFrame({"p": [1, 1, 1, 1, 1, 2, 2, 2], "ts": [1, 2, 3, 4, 5, 1, 2, 9],
+                       "v": [1, 2, 3, 2, 5, 4, 5, 1]})
+    out = q.run(df)
+    # Running measures: n counts the rows so far, lb is the last B so far.
+    assert out["n"].tolist() == [1, 2, 3, 4, 1, 2]
+    assert pd.isna(out["lb"][0]) and out["lb"].tolist()[1:4] == [2, 3, 3]
+    assert out["cl"].tolist() == ["A", "B", "B", "C", "A", "B"]
+    _assert_same(text, df)
 
 
 def test_engine_choice_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -261,7 +287,7 @@ def within_cases(draw: st.DrawFn) -> tuple[str, pd.DataFrame]:
         "v": pd.Series(values, dtype="float64" if None in values else "int64"),
         "s": draw(st.lists(st.sampled_from(["x", "y"]), min_size=n, max_size=n)),
     })
-    return _query(items, defines, measures, skip, partition, order, within), df
+    return _query(items, defines, measures, skip, partition, order, within, draw(ROWS)), df
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
