@@ -331,6 +331,23 @@ class _FastBound:
                 cache[key] = _np_column(work[source], shift, rows, part_lo, part_hi)
             return cache[key]
 
+        codes_cache: dict[str, tuple[np.ndarray, list[str]] | None] = {}
+
+        def strings(name: str) -> tuple[np.ndarray, list[str]]:
+            """A column of Python strings (and NULLs) as codes (-1: NULL) and the distinct
+            strings, for comparisons with string literals; else _NotSimple."""
+            if name not in codes_cache:
+                codes_cache[name] = None
+                series = work.get(name)
+                if series is not None and series.dtype == object and (
+                        pd.api.types.infer_dtype(series, skipna=True) == "string"):
+                    codes, uniques = pd.factorize(series)
+                    codes_cache[name] = (np.asarray(codes), list(uniques))
+            found = codes_cache[name]
+            if found is None:
+                raise _NotSimple
+            return found
+
         frame: pd.DataFrame | None = None
         out: list[np.ndarray | None] = []
         for i, cond in enumerate(self.conditions):
@@ -338,7 +355,7 @@ class _FastBound:
                 out.append(None)
                 continue
             try:
-                value, null = _np_bool(cond, column)
+                value, null = _np_bool(cond, column, strings)
                 out.append(np.broadcast_to(value & ~null, (n,)).copy())
                 continue
             except _NotSimple:
@@ -613,11 +630,11 @@ def _np_column(series: pd.Series, shift: int, rows: np.ndarray, part_lo: np.ndar
     return moved, null
 
 
-def _np_bool(e: ast.Expr, column: Any) -> NpValue:
+def _np_bool(e: ast.Expr, column: Any, strings: Any = None) -> NpValue:
     """A condition in SQL three-valued logic with numpy: (value, NULL mask)."""
     if isinstance(e, ast.Binary) and e.op in ("AND", "OR"):
-        a, an = _np_bool(e.left, column)
-        b, bn = _np_bool(e.right, column)
+        a, an = _np_bool(e.left, column, strings)
+        b, bn = _np_bool(e.right, column, strings)
         a_true, b_true = a & ~an, b & ~bn
         a_false, b_false = ~a & ~an, ~b & ~bn
         if e.op == "AND":
@@ -626,8 +643,16 @@ def _np_bool(e: ast.Expr, column: Any) -> NpValue:
             true, false = a_true | b_true, a_false & b_false
         return true, ~true & ~false
     if isinstance(e, ast.Unary) and e.op == "NOT":
-        a, an = _np_bool(e.operand, column)
+        a, an = _np_bool(e.operand, column, strings)
         return ~a, an
+    if (strings is not None and isinstance(e, ast.Binary) and e.op in ("=", "<>", "!=")
+            and isinstance(e.left, ast.Column) and isinstance(e.right, ast.Literal)
+            and type(e.right.value) is str):
+        # A string column against a string literal: compare factorised codes.
+        codes, uniques = strings(e.left.name)
+        k = uniques.index(e.right.value) if e.right.value in uniques else -2
+        null = codes < 0
+        return (codes == k) if e.op == "=" else (codes != k), null
     if isinstance(e, ast.Binary) and e.op in _NP_CMP:
         x, xn = _np_number(e.left, column)
         y, yn = _np_number(e.right, column)
