@@ -338,3 +338,18 @@ def test_rfid_abc_query_runs_on_the_fast_path() -> None:
         "event_id": np.arange(n)})
     assert len(q.find_matches(df)) > 0
     _assert_same(text, df)
+
+
+@pytest.mark.parametrize("column", [
+    ["a", "b", None, "c", "a", "b", "c", "c"],
+    ["a", "b", np.nan, "c", "a", "b", "c", "c"],
+    ["a", 1, "b", "c", "a", "b", "c", 2.5],  # mixed: not the string-code path
+    [None] * 8,
+])
+def test_string_literal_conditions(column: list[object]) -> None:
+    df = pd.DataFrame({"ts": range(8), "s": pd.Series(column, dtype=object)})
+    for define in ("A AS s = 'a', B AS s <> 'c', C AS s = 'c'",
+                   "A AS s = 'zz' OR s IS NULL, B AS NOT s = 'b', C AS s <> 'nope'"):
+        text = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n, "
+                f"LAST(B.ts) AS lb PATTERN (A B* C+) DEFINE {define})")
+        _assert_same(text, df)
