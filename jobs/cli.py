@@ -381,7 +381,9 @@ def sql(
     gold.allocations, ... (Delta time travel: ... FROM silver.events VERSION AS OF 3).
     With --engine duckdb the same names are DuckDB views of the tables' newest versions.
     A table or (subquery) in FROM may be followed by MATCH_RECOGNIZE (...) (docs/spark.md;
-    --engine spark only).
+    --engine spark only). While `lakecep serve` runs for this home, the query goes to its
+    Spark Connect server (seconds) instead of a JVM of its own (tens of seconds); stderr
+    says which.
     """
     from .catalog import register_tables
 

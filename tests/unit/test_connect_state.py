@@ -116,3 +116,9 @@ def test_serve_status_and_stop_without_a_server(tmp_path: Path,
     assert not (tmp_path / "connect" / "server.json").exists()
     assert main(["--home", home, "serve", "--stop", "--status"]) == 2
     assert "do not go together" in capsys.readouterr().err
+
+
+def test_serve_help_names_the_endpoint(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "lakecep serve" in out and "--stop" in out and "sc://127.0.0.1:PORT" in out
