@@ -7,6 +7,12 @@ Workloads:
   and run incrementally (``IncrementalMatcher`` in batches, which uses the general matcher).
 * (b) ``seq``: a three-step sequence with ``WITHIN`` and a Kleene variable whose condition
   is an aggregate -- general path.
+* (d) ``rfid``: the pipeline's gold query ``queries/rfid_abc.toml`` (``PATTERN (A B C)
+  WITHIN INTERVAL '10' HOUR``, one row per match) over generated tag reads -- fast path
+  (WITHIN on the fast path) and, on the same input, forced onto the general matcher.
+* (e) ``within``: ``PATTERN (A B+ C) WITHIN INTERVAL '30' MINUTE`` with row-local
+  conditions over the (b) events: greedy ``B+`` often runs past the window and the fast
+  path must cut the match back -- fast and general on the same input.
 * (c) ``flights``: real data, ``flights-3m.parquet`` from the npm package
   ``vega-datasets@3.2.1`` (fetched with ``npm pack`` into ``~/.cache/lakecep``), partitioned
   by origin airport: delays rising then falling -- fast path and general.
@@ -31,6 +37,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -74,8 +81,23 @@ SELECT * FROM flights MATCH_RECOGNIZE (
   DEFINE RISE AS delay > PREV(delay), FALL AS delay < PREV(delay)
 )"""
 
-QUERIES = {"stock": STOCK_QUERY, "seq": SEQ_QUERY, "flights": FLIGHTS_QUERY}
-TABLES = {"stock": "ticks", "seq": "events", "flights": "flights"}
+RFID_QUERY = tomllib.loads((ROOT / "queries" / "rfid_abc.toml").read_text())["query"]
+
+WITHIN_QUERY = """
+SELECT * FROM events MATCH_RECOGNIZE (
+  PARTITION BY object_id ORDER BY event_time
+  MEASURES A.event_time AS start_time, LAST(C.event_time) AS end_time,
+           COUNT(B.*) AS b_count
+  ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW
+  PATTERN (A B+ C) WITHIN INTERVAL '30' MINUTE
+  DEFINE A AS source_id = 'A', B AS source_id = 'B' OR value < 60, C AS source_id = 'C'
+)"""
+
+QUERIES = {"stock": STOCK_QUERY, "seq": SEQ_QUERY, "flights": FLIGHTS_QUERY,
+           "rfid": RFID_QUERY, "within": WITHIN_QUERY}
+TABLES = {"stock": "ticks", "seq": "events", "flights": "flights", "rfid": "events",
+          "within": "events"}
+LETTERS = {"stock": "a", "seq": "b", "flights": "c", "rfid": "d", "within": "e"}
 VEGA = "vega-datasets@3.2.1"
 
 
@@ -112,6 +134,20 @@ def seq_events(rows: int, objects: int = 100, seed: int = 7) -> pd.DataFrame:
         "value": rng.integers(0, 100, rows)})
 
 
+def rfid_events(rows: int, objects: int = 10_000, seed: int = 11) -> pd.DataFrame:
+    """Tag reads in arrival order: a random tag per read, 0-3 s between reads overall (so
+    a tag is read every ~4 h on average and the 10 h window matters), readers A-D."""
+    rng = np.random.default_rng(seed)
+    gaps = rng.integers(0, 4, rows)
+    t = np.datetime64("2024-01-01T00:00:00") + np.cumsum(gaps).astype("timedelta64[s]")
+    return pd.DataFrame({
+        "event_id": np.arange(rows),
+        "object_id": np.array([f"tag{i:05d}" for i in range(objects)], dtype=object)[
+            rng.integers(0, objects, rows)],
+        "event_time": t.astype("datetime64[ns]"),
+        "source_id": np.array(["A", "B", "C", "D"], dtype=object)[rng.integers(0, 4, rows)]})
+
+
 def flights_file() -> Path:
     """flights-3m.parquet from the npm package (fetched once into the cache)."""
     target = CACHE / "vega" / "flights-3m.parquet"
@@ -141,10 +177,13 @@ def data_file(kind: str, rows: int) -> Path:
             path.parent.mkdir(parents=True, exist_ok=True)
             pd.read_parquet(src).head(rows).to_parquet(path)
         return path
+    if kind == "within":
+        kind = "seq"  # the same events as (b)
     path = CACHE / "bench" / f"{kind}-{rows}.parquet"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        df = stock_ticks(rows) if kind == "stock" else seq_events(rows)
+        df = (stock_ticks(rows) if kind == "stock" else rfid_events(rows) if kind == "rfid"
+              else seq_events(rows))
         df.to_parquet(path)
     return path
 
@@ -240,7 +279,7 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [f"({'abc'[['stock', 'seq', 'flights'].index(r['workload'])]}) {r['workload']} "
+    labels = [f"({LETTERS[r['workload']]}) {r['workload']} "
               f"{r['engine']} {r['mode']}\n{r['rows']:,} rows" for r in results]
     values = [r["rows_per_s"] for r in results]
     colors = ["tab:green" if r["engine"] == "fast" else "tab:gray" for r in results]
@@ -271,6 +310,8 @@ def main() -> None:
     ap.add_argument("--batch-rows", type=int, default=100_000, help="incremental batch size")
     ap.add_argument("--seq-rows", type=int, default=500_000, help="(b) rows")
     ap.add_argument("--flights-rows", type=int, default=0, help="(c) rows; 0: all 3M")
+    ap.add_argument("--rfid-rows", type=int, default=1_000_000,
+                    help="(d) and (e) rows, fast and general")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", type=Path, default=RESULTS / "engine_throughput.json")
     ap.add_argument("--child", nargs=7, help=argparse.SUPPRESS)
@@ -291,11 +332,26 @@ def main() -> None:
         measure("seq", "auto", "incremental", args.seq_rows, args.reps, args.batch_rows),
         measure("flights", "auto", "batch", args.flights_rows, args.reps),
         measure("flights", "general", "batch", general_rows, args.reps, verify=True),
+        measure("rfid", "auto", "batch", args.rfid_rows, args.reps),
+        measure("rfid", "general", "batch", args.rfid_rows, args.reps, verify=True),
+        measure("within", "auto", "batch", args.rfid_rows, args.reps),
+        measure("within", "general", "batch", args.rfid_rows, args.reps, verify=True),
     ]
+    ratios = {}
+    for kind in ("stock", "flights", "rfid", "within"):
+        by_engine = {r["engine"]: r for r in results if r["workload"] == kind
+                     and r["mode"] == "batch" and r["rows"] == min(
+                         (x["rows"] for x in results if x["workload"] == kind
+                          and x["engine"] == "general" and x["mode"] == "batch"),
+                         default=-1)}
+        if "fast" in by_engine and "general" in by_engine:
+            ratios[kind] = round(by_engine["fast"]["rows_per_s"]
+                                 / by_engine["general"]["rows_per_s"], 1)
+    print("fast / general (same rows):", ratios)
     report = {"machine": machine(), "queries": QUERIES,
               "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "results": results}
+              "fast_over_general": ratios, "results": results}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     plot(results, args.out.with_suffix(".png"))

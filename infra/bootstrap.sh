@@ -52,8 +52,12 @@ fi
 # put the repo root on sys.path and ignored the mapping.) The mode is part of the stamp, so
 # venvs installed with another mode are re-installed.
 EDITABLE_MODE=lenient
+# Installed packages are compiled to bytecode once here: where PYTHONDONTWRITEBYTECODE is
+# set (as on the CI machines), Python would otherwise recompile pyspark, pandas, Airflow and
+# GX from source in every process -- each `lakecep` command, Airflow task and Spark Python
+# worker (measured: importing pyspark+pandas+GX+the CLI took 13.4 s CPU, 5.5 s compiled).
 stamp_value=$({ cat "$ROOT/infra/requirements.lock" "$ROOT/pyproject.toml"
-                echo "editable_mode=$EDITABLE_MODE"; } | sha256sum | cut -d' ' -f1)
+                echo "editable_mode=$EDITABLE_MODE compile_bytecode=1"; } | sha256sum | cut -d' ' -f1)
 stamp_file=$VENV/.lakecep-installed
 if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp_value" ]; then
   echo "up to date (lock unchanged)"
@@ -61,11 +65,16 @@ else
   [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check uv==0.13.9
   echo "installing pinned packages from infra/requirements.lock"
-  "$VENV/bin/uv" pip install -p "$VENV/bin/python" -r "$ROOT/infra/requirements.lock"
+  "$VENV/bin/uv" pip install -p "$VENV/bin/python" --compile-bytecode \
+    -r "$ROOT/infra/requirements.lock"
   "$VENV/bin/uv" pip install -p "$VENV/bin/python" --no-deps \
     -C editable_mode="$EDITABLE_MODE" -e "$ROOT"
   echo "$stamp_value" > "$stamp_file"
 fi
+# lakecep's own modules too (editable install: their bytecode lives in the checkout; a
+# stale file is ignored by Python's timestamp check, so this is never wrong, only faster).
+"$VENV/bin/python" -m compileall -q -j 0 "$ROOT/cep_core" "$ROOT/lakecep" "$ROOT/jobs" \
+  "$ROOT/dags" > /dev/null || true
 
 step "Delta Lake jars"
 "$VENV/bin/python" -m lakecep.jobs.spark fetch-jars

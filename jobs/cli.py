@@ -381,12 +381,10 @@ def sql(
     gold.allocations, ... (Delta time travel: ... FROM silver.events VERSION AS OF 3).
     With --engine duckdb the same names are DuckDB views of the tables' newest versions.
     A table or (subquery) in FROM may be followed by MATCH_RECOGNIZE (...) (docs/spark.md;
-    --engine spark only).
+    --engine spark only). While `lakecep serve` runs for this home, the query goes to its
+    Spark Connect server (seconds) instead of a JVM of its own (tens of seconds); stderr
+    says which.
     """
-    import logging
-
-    from lakecep.spark import sql as spark_sql  # MATCH_RECOGNIZE clauses (docs/spark.md)
-
     from .catalog import register_tables
 
     cfg = settings()
@@ -395,25 +393,137 @@ def sql(
 
         _write_rows(run_query(cfg, query, limit), fmt, truncate)
         return 0
+    server = _connect_server(cfg)
+    if server is not None:
+        from . import connect
+
+        console.err.print(f"lakecep sql: Spark Connect server {server.endpoint} "
+                          f"(pid {server.pid})", markup=False, highlight=False)
+        spark = connect.session(server)
+        try:
+            server = connect.register(cfg, server, spark)
+            try:
+                frame = _run_sql(spark, query, cfg, server.registered)
+            except console.Failure as missing:
+                if not _names_a_table(str(missing), server.registered):
+                    raise
+                # the server lost an entry the state file lists (e.g. it was dropped by
+                # hand): register everything again, once
+                server = connect.register(cfg, connect.forget_tables(cfg, server), spark)
+                frame = _run_sql(spark, query, cfg, server.registered)
+            _show(frame, fmt, limit, truncate)
+        finally:
+            spark.stop()
+        return 0
+    console.err.print(f"lakecep sql: new Spark session ({cfg.spark_master}; `lakecep serve` "
+                      "keeps one running)", markup=False, highlight=False)
     spark = _spark(cfg, "lakecep-sql")
     try:
         registered = register_tables(spark, cfg)
-        # PySpark also logs failed queries as JSON; the error below says it once, clearly.
-        logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
-        try:
-            frame = spark_sql(spark, query)
-        except Exception as exc:
-            if "TABLE_OR_VIEW_NOT_FOUND" not in str(exc):
-                raise
-            known = ", ".join(registered) or "none yet (run `lakecep run all` first)"
-            raise console.Failure(console.explain(exc).message,
-                                  f"tables under {cfg.lake}: {known}") from None
-        if fmt is Format.table:
-            frame.show(limit, truncate=truncate)
-        else:
-            _write_rows(frame.limit(limit).toPandas(), fmt, truncate)
+        _show(_run_sql(spark, query, cfg, registered), fmt, limit, truncate)
     finally:
         spark.stop()
+    return 0
+
+
+def _connect_server(cfg: Settings):  # noqa: ANN202 - lakecep.jobs.connect.Server | None
+    """The live ``lakecep serve`` server of this home that accepts connections, if any."""
+    from . import connect
+
+    server = connect.running(cfg)
+    if server is None or not connect.ready(cfg, server) or not connect.answers(server.port):
+        return None  # none, or still starting: a session of our own
+    return server
+
+
+def _names_a_table(message: str, tables: Sequence[str]) -> bool:
+    """Whether an error message names one of ``tables`` (``layer.table``, maybe quoted)."""
+    plain = message.replace("`", "").lower()
+    return any(name.lower() in plain for name in tables)
+
+
+def _run_sql(spark: Any, query: str, cfg: Settings, registered: Sequence[str]) -> Any:
+    """``lakecep.spark.sql`` (MATCH_RECOGNIZE clauses, docs/spark.md); a missing table is
+    one line naming the tables there are."""
+    import logging
+
+    from lakecep.spark import sql as spark_sql
+
+    # PySpark also logs failed queries as JSON; the error below says it once, clearly.
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
+    try:
+        return spark_sql(spark, query)
+    except Exception as exc:
+        if "TABLE_OR_VIEW_NOT_FOUND" not in str(exc):
+            raise
+        known = ", ".join(registered) or "none yet (run `lakecep run all` first)"
+        raise console.Failure(console.explain(exc).message,
+                              f"tables under {cfg.lake}: {known}") from None
+
+
+def _show(frame: Any, fmt: Format, limit: int, truncate: int) -> None:
+    if fmt is Format.table:
+        frame.show(limit, truncate=truncate)
+    else:
+        _write_rows(frame.limit(limit).toPandas(), fmt, truncate)
+
+
+# ------------------------------------------------------------------------------- serve
+@app.command()
+def serve(
+    port: Annotated[int, typer.Option(min=1, max=65535, help="port of the Connect server "
+                    "(bound to 127.0.0.1 only)")] = 15002,
+    stop: Annotated[bool, _flag("--stop", "stop this home's server (its whole process "
+                    "group) and remove its state file")] = False,
+    status_: Annotated[bool, _flag("--status", "say whether a server runs for this home "
+                       "(exit 0) or not (exit 1)")] = False,
+    json_out: Annotated[bool, _flag("--json", "print the server's state as JSON")] = False,
+) -> int:
+    """Keep a Spark Connect server (with Delta and the lake's settings) running in the
+    background, so `lakecep sql` answers without starting a JVM.
+
+    Prints the endpoint `sc://127.0.0.1:PORT` once the server answers; notebooks and tools
+    connect with `SparkSession.builder.remote(...)` (docs/spark.md). One server per
+    LAKECEP_HOME: its state (pid, port, start time) is in $LAKECEP_HOME/connect/server.json,
+    its log in $LAKECEP_HOME/connect/server.log. `--stop` stops it, `--status` shows it.
+    """
+    from . import connect
+
+    cfg = settings()
+    if stop and status_:
+        raise console.Failure("--stop and --status do not go together", code=2)
+    if status_ or stop:
+        server = connect.stop(cfg) if stop else connect.running(cfg)
+        if json_out:
+            console.emit_json({"running": bool(server and not stop), "stopped": stop and
+                               server is not None, "server": server and server.as_dict()})
+        elif server is None:
+            console.say(f"no Connect server running for {cfg.home}")
+        else:
+            verb = "stopped" if stop else "running:"
+            console.say(f"{verb} {server.endpoint} (pid {server.pid}, since "
+                        f"{server.started_at}, log {server.log})")
+        return 0 if stop or server is not None else 1
+    started = time.monotonic()
+    with console.err.status("starting the Spark Connect server", spinner="dots") \
+            if console.err.is_terminal else _nothing():
+        try:
+            server, new = connect.start(cfg, port)
+        except connect.ServerError as exc:
+            raise console.Failure(str(exc), exc.hint) from None
+    if json_out:
+        console.emit_json({"started": new, "seconds": round(time.monotonic() - started, 2),
+                           "server": server.as_dict()})
+    elif new:
+        console.err.print(f"Spark Connect server started in {time.monotonic() - started:.1f}s "
+                          f"(pid {server.pid}, {len(server.registered)} lake tables; stop it "
+                          "with `lakecep serve --stop`)", markup=False, highlight=False)
+        console.say(server.endpoint)
+    else:
+        console.err.print(f"a Connect server already runs for {cfg.home} (pid "
+                          f"{server.pid}); not starting another", markup=False,
+                          highlight=False)
+        console.say(server.endpoint)
     return 0
 
 

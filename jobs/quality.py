@@ -62,12 +62,14 @@ _OBSERVED_MAX_CHARS = 2000
 
 
 class QualityError(RuntimeError):
-    """Raised by ``run_quality(..., fail_on_error=True)`` when an expectation failed."""
+    """Raised by ``run_quality`` when an expectation with ``meta.action = fail`` failed, or
+    with ``fail_on_error=True`` when any expectation failed."""
 
-    def __init__(self, report: QualityReport) -> None:
+    def __init__(self, report: QualityReport, failures: list[str] | None = None) -> None:
         self.report = report
         lines = [f"data quality failed for run {report.run_id!r}:"]
-        lines += [f"  - {failure}" for failure in report.failures]
+        lines += [f"  - {failure}" for failure in (report.failures if failures is None
+                                                   else failures)]
         if report.data_docs_index:
             lines.append(f"Data Docs: {report.data_docs_index}")
         super().__init__("\n".join(lines))
@@ -90,6 +92,8 @@ class TableResult:
     row_count: int | None = None
     #: One readable line per failed expectation.
     failures: list[str] = field(default_factory=list)
+    #: The failed expectations whose ``meta.action`` is ``fail`` (a subset of ``failures``).
+    gating: list[str] = field(default_factory=list)
     seconds: float = 0.0
     #: This validation's page in the Data Docs site.
     data_docs_page: Path | None = None
@@ -125,6 +129,11 @@ class QualityReport:
         """``table: expectation(column) ...`` for every failed expectation."""
         return [f"{t.table}: {f}" for t in self.tables.values() for f in t.failures]
 
+    @property
+    def gating(self) -> list[str]:
+        """Like :attr:`failures`, for the failed expectations with ``meta.action = fail``."""
+        return [f"{t.table}: {f}" for t in self.tables.values() for f in t.gating]
+
     def __str__(self) -> str:
         status = "PASSED" if self.success else "FAILED"
         lines = [
@@ -156,6 +165,11 @@ def suite_path(table: str) -> Path:
     return EXPECTATIONS_DIR / f"{table}.json"
 
 
+#: What a failed expectation does (its ``meta.action``): ``warn`` (default) reports it;
+#: ``fail`` also fails the quality job (after results and Data Docs are written).
+ACTIONS = ("warn", "fail")
+
+
 def load_suite(table: str) -> ExpectationSuite:
     """Load ``expectations/<table>.json`` (GX 1.x suite JSON) as a GX ``ExpectationSuite``.
 
@@ -180,6 +194,10 @@ def load_suite(table: str) -> ExpectationSuite:
     name = data.get("name") or table
     expectations = []
     for i, entry in enumerate(data["expectations"]):
+        action = (entry.get("meta") or {}).get("action", "warn")
+        if action not in ACTIONS:
+            raise SuiteError(f"{path}: expectation #{i} ({entry.get('type')}): meta.action "
+                             f"{action!r} is not one of {', '.join(ACTIONS)}")
         try:
             config = ExpectationConfiguration(
                 type=entry["type"], kwargs=entry.get("kwargs", {}), meta=entry.get("meta")
@@ -312,6 +330,8 @@ def _result_rows(
         if not success:
             outcome.failed += 1
             outcome.failures.append(_describe(config.type, column, result, observed))
+            if (config.meta or {}).get("action") == "fail":
+                outcome.gating.append(outcome.failures[-1])
         element_count = result.get("element_count")
         if element_count is None and config.type == "expect_table_row_count_to_be_between":
             element_count = result.get("observed_value")
@@ -712,4 +732,6 @@ def run_quality(
                                                    data_docs_dir(settings))
     if fail_on_error and not report.success:
         raise QualityError(report)
+    if report.gating:  # expectations whose meta.action is "fail"
+        raise QualityError(report, report.gating)
     return report

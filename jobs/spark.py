@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -90,8 +91,12 @@ def _driver_java_options(settings: Settings, dump_archive: Path | None = None) -
 
 
 def get_spark(app_name: str = "lakecep", settings: Settings | None = None, *,
+              extra_conf: Mapping[str, str] | None = None,
               _dump_archive: Path | None = None) -> SparkSession:
-    """Return the (single) SparkSession of this process, configured for Delta."""
+    """Return the (single) SparkSession of this process, configured for Delta.
+
+    ``extra_conf``: more Spark settings on top of lakecep's (the Connect server's plugin
+    and address, ``jobs/connect.py``)."""
     from pyspark.sql import SparkSession
 
     settings = settings or load_settings()
@@ -127,6 +132,8 @@ def get_spark(app_name: str = "lakecep", settings: Settings | None = None, *,
     if scheduler:  # the tuned configuration's per-query pools (docs/tuning.md)
         builder = builder.config("spark.scheduler.mode", "FAIR").config(
             "spark.scheduler.allocation.file", scheduler)
+    for key, value in (extra_conf or {}).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(settings.spark_log_level.upper())
     return spark

@@ -502,16 +502,21 @@ def sql(spark, statement: str):  # noqa: ANN001, ANN201
     rewritten, clauses = rewrite(statement)
     # Every clause is parsed and checked before Spark reads anything.
     compiled = [_Located.compile(statement, c.query, c.where) for c in clauses]
+    keep = False
     try:
         for clause, located in zip(clauses, compiled, strict=True):
             source = spark.sql(f"SELECT * FROM {clause.relation}")
             located.run(source, None, None).createOrReplaceTempView(clause.view)
-        # spark.sql analyses the statement at once: the result keeps the views' plans,
-        # so the views can go.
-        return spark.sql(rewritten)
+        result = spark.sql(rewritten)
+        # Classic Spark analyses the statement at once: the result keeps the views' plans,
+        # so the views can go. Spark Connect analyses it again at every action: the views
+        # stay as long as the session (temporary views are the session's own).
+        keep = type(spark).__module__.startswith("pyspark.sql.connect")
+        return result
     finally:
-        for clause in clauses:
-            spark.catalog.dropTempView(clause.view)
+        if not keep:
+            for clause in clauses:
+                spark.catalog.dropTempView(clause.view)
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,13 @@ column references, ``FIRST``/``LAST`` with constant offsets, ``COUNT(*)``,
 with numpy; other measures (CLASSIFIER inside navigation or aggregates, FILTER, ...) are
 computed per match with the general closures.
 
-Anything else -- alternation, PERMUTE, anchors, exclusion, WITHIN, SKIP TILL NEXT/ANY
-MATCH, ALL ROWS PER MATCH, navigation to other variables, FIRST/LAST/aggregates/
-CLASSIFIER/MATCH_NUMBER in DEFINE -- runs on the general matcher (:mod:`cep_core.matcher`).
+A ``WITHIN`` window is allowed (the runtime applies it exactly as the general matcher
+does; EMIT TIMEOUTS is not), and so is ALL ROWS PER MATCH (SHOW or OMIT EMPTY MATCHES:
+matching is vectorised, the per-row RUNNING measures and the output use the general
+path's code). Anything else -- alternation, PERMUTE, anchors, exclusion, SKIP TILL
+NEXT/ANY MATCH, ALL ROWS PER MATCH WITH UNMATCHED ROWS, consumption modes, EMIT TIMEOUTS, navigation
+to other variables, FIRST/LAST/aggregates/CLASSIFIER/MATCH_NUMBER in DEFINE -- runs on the
+general matcher (:mod:`cep_core.runtime.matcher`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..language import ast
+from ..language.printer import to_sql
 from .expressions import children, walk
 from .functions import SCALAR_FUNCTIONS
 
@@ -68,7 +73,14 @@ class FastPlan:
             hi = "" if it.high is None else str(it.high)
             parts.append(f"{names[it.var]}{{{it.low},{hi}}}{'' if it.greedy else '?'}")
         how = "vectorised" if self.measures is not None else "per match"
-        return f"fast: items {' '.join(parts)}; measures {how}"
+        within = self.q.match.within
+        window = "" if within is None else f"; WITHIN {to_sql(within)}"
+        rows = self.q.match.rows_per_match
+        if rows != "ONE":
+            how = "per row"
+            window += "; ALL ROWS PER MATCH" + (" OMIT EMPTY MATCHES" if rows == "ALL OMIT"
+                                                else "")
+        return f"fast: items {' '.join(parts)}{window}; measures {how}"
 
 
 def plan_fast(q: CompiledQuery, engine: str | None = None) -> tuple[FastPlan | None, str]:
@@ -100,12 +112,10 @@ def plan_fast(q: CompiledQuery, engine: str | None = None) -> tuple[FastPlan | N
 # ---------------------------------------------------------------------- eligibility
 def _ineligible(q: CompiledQuery) -> str | None:
     m = q.match
-    if m.rows_per_match != "ONE":
-        return "ALL ROWS PER MATCH"
+    if m.rows_per_match == "ALL UNMATCHED":
+        return "ALL ROWS PER MATCH WITH UNMATCHED ROWS"
     if m.selection != "STRICT":
         return f"SKIP TILL {m.selection} MATCH"
-    if m.within is not None:
-        return "WITHIN"
     if getattr(m, "consumption", None) is not None:
         return "CONSUMPTION"
     if getattr(m, "emit_timeouts", False):

@@ -34,6 +34,7 @@ The planner (which queries are eligible, the items and vectorised measures) is
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -47,6 +48,7 @@ from ..errors import QueryError
 from ..language import ast
 from .matcher import RawMatch
 from .output import Match, select
+from .time_axis import is_duration, is_number, is_timestamp, ns_and_missing, within_seconds
 from .values import LazyColumn
 from .vectorized import evaluate_condition
 
@@ -101,8 +103,11 @@ class _FastBound:
         scope = Scope(bound.columns, q._sets, "DEFINE")
         for d in q.match.defines:
             self.conditions[index[d.var]] = self._rewrite(d.condition, scope, 0)
+        within = q.match.within
+        self.window_column = bound.order_cols[0] if within is not None else None
         self.needed = list(dict.fromkeys(
-            [*bound.used_columns, *(name for name, _ in self.shifts.values())]))
+            [*bound.used_columns, *(name for name, _ in self.shifts.values()),
+             *([] if self.window_column is None else [self.window_column])]))
         self.measure_columns: list[str | None] = []
         if plan.measures is not None:
             mscope = Scope(bound.columns, q._sets, "MEASURES")
@@ -196,44 +201,77 @@ class _FastBound:
                 runs[v] = np.minimum.accumulate(stop[::-1])[::-1] - idx
             return runs[v]
 
+        window: _Window | None = None
+        if self.window_column is not None:
+            window = _Window.build(work[self.window_column], self.plan.q.match, pad_of_row,
+                                   length, itype)
+            if window is None:
+                return None  # an order column the vectorised window cannot read exactly
         # Right to left: feasible[p] = the remaining items can match from p; choice[p] =
-        # the preferred number of rows for the item at p (None: always one row).
+        # the preferred number of rows for the item at p (None: always one row). With a
+        # WITHIN window also least_end[p]: the smallest end (one past the last row) of a
+        # match of the remaining items from p, and per item what its rest looks like.
         feasible = np.ones(length + 1, dtype=bool)
         all_feasible = True
+        least_end: np.ndarray = idx
         choices: list[np.ndarray | None] = []
+        rests: list[_Rest] = []
         for it in reversed(self.plan.items):
+            rest = _Rest(None if all_feasible else feasible, least_end)
+            if window is not None:
+                rests.append(rest)
             if it.low == 1 and it.high == 1:
                 ok = padded_mask(it.var).copy()
                 if not all_feasible:
                     ok[:-1] &= feasible[1:]
                 ok[-1] = False
+                if window is not None:
+                    least_end = np.empty_like(idx)
+                    least_end[:-1] = rest.least_end[1:]
+                    least_end[-1] = length + 1
                 feasible, all_feasible = ok, False
                 choices.append(None)
                 continue
             run = run_of(it.var)
             cmax = run if it.high is None else np.minimum(run, it.high)
+            rest.cmax = cmax
             if all_feasible:
                 ok = cmax >= it.low
                 choice = cmax if it.greedy else np.full(length + 1, it.low, dtype=itype)
-            elif it.greedy:
-                last_true = np.maximum.accumulate(np.where(feasible, idx, -1))
-                target = last_true[idx + cmax]
-                ok = target >= idx + it.low
-                choice = target - idx
+                if window is not None:
+                    least_end = idx + it.low
             else:
-                first_true = np.minimum.accumulate(
-                    np.where(feasible, idx, length + 1)[::-1])[::-1]
-                at = np.minimum(idx + it.low, length)
-                target = first_true[at]
-                ok = (idx + it.low <= length) & (target <= idx + cmax)
-                choice = target - idx
+                first_true: np.ndarray | None = None
+                if it.greedy:
+                    last_true = np.maximum.accumulate(np.where(feasible, idx, -1))
+                    rest.last_true = last_true
+                    target = last_true[idx + cmax]
+                    ok = target >= idx + it.low
+                    choice = target - idx
+                if not it.greedy or window is not None:
+                    first_true = np.minimum.accumulate(
+                        np.where(feasible, idx, length + 1)[::-1])[::-1]
+                    at = np.minimum(idx + it.low, length)
+                    first = first_true[at]
+                    reachable = (idx + it.low <= length) & (first <= idx + cmax)
+                    if not it.greedy:
+                        ok, choice = reachable, first - idx
+                    if window is not None:
+                        # The fewest rows give the smallest end (least_end is monotone).
+                        least_end = np.where(
+                            reachable, rest.least_end[np.minimum(first, length)], length + 1)
             feasible, all_feasible = ok, False
             choices.append(choice)
         choices.reverse()
+        rests.reverse()
         # Every row where a match starts (if the skip chain tries it), with its segments.
         real = np.zeros(length + 1, dtype=bool)
         real[pad_of_row] = True
         cand = np.flatnonzero(feasible & real).astype(itype)
+        if window is not None:
+            # A match from s must end inside the window of s: some match does iff the
+            # smallest end does.
+            cand = cand[window.reaches(cand, least_end[cand])]
         seg_start: list[np.ndarray] = []
         seg_len: list[np.ndarray] = []
         pos: np.ndarray = cand
@@ -243,6 +281,26 @@ class _FastBound:
             seg_len.append(c)
             pos = pos + c
         ends = pos
+        if window is not None:
+            over = np.flatnonzero(~window.reaches(cand, ends))
+            if len(over):
+                # The preferred match overruns the window: the preferred match among those
+                # that end inside it (only greedy items choose differently).
+                starts = cand[over]
+                horizon = window.horizon(starts)
+                pos = starts
+                for k, (it, ch, rest) in enumerate(zip(self.plan.items, choices, rests,
+                                                       strict=True)):
+                    if ch is None:
+                        c = np.ones(len(pos), dtype=itype)
+                    elif it.greedy and it.low != it.high:
+                        c = rest.greedy_within(pos, horizon)
+                    else:
+                        c = ch[pos]
+                    seg_start[k][over] = pos
+                    seg_len[k][over] = c
+                    pos = pos + c
+                ends[over] = pos
         cand_part = part_of_row[row_of_pad[cand]]
         chosen = self._chain(cand, ends, seg_start, seg_len, cand_part, row_of_pad)
         cand = cand[chosen]
@@ -273,6 +331,23 @@ class _FastBound:
                 cache[key] = _np_column(work[source], shift, rows, part_lo, part_hi)
             return cache[key]
 
+        codes_cache: dict[str, tuple[np.ndarray, list[str]] | None] = {}
+
+        def strings(name: str) -> tuple[np.ndarray, list[str]]:
+            """A column of Python strings (and NULLs) as codes (-1: NULL) and the distinct
+            strings, for comparisons with string literals; else _NotSimple."""
+            if name not in codes_cache:
+                codes_cache[name] = None
+                series = work.get(name)
+                if series is not None and series.dtype == object and (
+                        pd.api.types.infer_dtype(series, skipna=True) == "string"):
+                    codes, uniques = pd.factorize(series)
+                    codes_cache[name] = (np.asarray(codes), list(uniques))
+            found = codes_cache[name]
+            if found is None:
+                raise _NotSimple
+            return found
+
         frame: pd.DataFrame | None = None
         out: list[np.ndarray | None] = []
         for i, cond in enumerate(self.conditions):
@@ -280,7 +355,7 @@ class _FastBound:
                 out.append(None)
                 continue
             try:
-                value, null = _np_bool(cond, column)
+                value, null = _np_bool(cond, column, strings)
                 out.append(np.broadcast_to(value & ~null, (n,)).copy())
                 continue
             except _NotSimple:
@@ -362,6 +437,144 @@ class _FastBound:
         raise AssertionError("unreachable")  # pragma: no cover
 
 
+class _Rest:
+    """What the items after one item look like (for choices inside a WITHIN window):
+    where they can match (None: anywhere, no items left) and their smallest end; the
+    item's own largest count and, if greedy, the last feasible position at or before p."""
+
+    def __init__(self, feasible: np.ndarray | None, least_end: np.ndarray):
+        self.feasible = feasible
+        self.least_end = least_end
+        self.cmax: np.ndarray | None = None
+        self.last_true: np.ndarray | None = None
+        self._positions: np.ndarray | None = None
+        self._ends: np.ndarray | None = None
+
+    def greedy_within(self, pos: np.ndarray, horizon: np.ndarray) -> np.ndarray:
+        """The greedy item's count at ``pos`` when its match must end by ``horizon``: the
+        most rows after which the rest can still match and end by ``horizon``. The
+        smallest end of the rest never decreases from one feasible position to the next,
+        so the positions whose rest ends in time are the feasible ones up to a bound."""
+        assert self.cmax is not None
+        cmax = self.cmax[pos]
+        if self.feasible is None:
+            return np.asarray(np.minimum(cmax, horizon - pos))
+        assert self.last_true is not None
+        if self._positions is None:
+            self._positions = np.flatnonzero(self.feasible)
+            self._ends = self.least_end[self._positions]
+        assert self._ends is not None
+        j = np.searchsorted(self._ends, horizon, side="right") - 1
+        bound = self._positions[np.maximum(j, 0)]
+        return np.asarray(self.last_true[np.minimum(pos + cmax, bound)] - pos)
+
+
+class _Window:
+    """WITHIN as the general matcher applies it (:class:`cep_core.runtime.matcher.Window`):
+    row r may join a match that starts at row s iff both have an ORDER BY value and
+    ``not sign * (t[r] - t[s]) > limit``. Rows are sorted by that value within a
+    partition, so from s the rows that may join are the run s..horizon(s)-1."""
+
+    def __init__(self, key: np.ndarray, nn_run: np.ndarray, limit: float | int,
+                 descending: bool):
+        self.key = key  # per padded position: the order value (int64 or float64)
+        self.nn_run = nn_run  # consecutive positions with a value, from each position
+        self.limit = limit
+        self.descending = descending
+
+    @staticmethod
+    def build(series: pd.Series, m: ast.MatchRecognize, pad_of_row: np.ndarray,
+              length: int, itype: Any) -> _Window | None:
+        """None when the column is not one the vectorised window reads exactly (the
+        general path then runs, and reports unusable columns)."""
+        assert m.within is not None
+        values = _order_values(series)
+        if values is None:
+            return None
+        key, missing, is_time = values
+        seconds = within_seconds(m.within)
+        limit: float | int = seconds * 1e9 if is_time else seconds
+        if key.dtype.kind == "i":
+            # Integers: compare exactly with the float limit (Python compares int with
+            # float exactly); differences must not overflow int64.
+            present = key[~missing]
+            if len(present) and int(present.max()) - int(present.min()) >= 2**63:
+                return None
+            if math.isnan(limit) or limit >= 2**63:
+                limit = 2**63 - 1  # never beyond (NaN: `diff > NaN` is never true)
+            elif limit < -(2**63):
+                limit = -(2**63)
+            else:
+                limit = math.floor(limit)
+        descending = m.order_by[0].descending
+        padded = np.zeros(length + 1, dtype=key.dtype)
+        padded[pad_of_row] = key
+        has = np.zeros(length + 1, dtype=bool)
+        has[pad_of_row] = ~missing
+        both = has[:-1] & has[1:]
+        step = padded[1:] - padded[:-1]
+        if ((step > 0) if descending else (step < 0))[both].any():
+            return None  # not sorted by the order value (cannot happen; be safe)
+        idx = np.arange(length + 1, dtype=itype)
+        stop = np.where(has, length, idx)
+        nn_run = np.minimum.accumulate(stop[::-1])[::-1] - idx
+        return _Window(padded, nn_run, limit, descending)
+
+    def inside(self, s: np.ndarray, r: np.ndarray) -> np.ndarray:
+        """Whether row ``r`` (>= ``s``, same partition) may join a match started at ``s``."""
+        ok = (r - s) < self.nn_run[s]
+        rr = np.where(ok, r, s)
+        a, b = self.key[rr], self.key[s]
+        diff = b - a if self.descending else a - b
+        return np.asarray(ok & ~(diff > self.limit), dtype=bool)
+
+    def reaches(self, s: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Whether a match of rows ``s..end-1`` lies inside the window of ``s``."""
+        return np.asarray((end == s) | self.inside(s, np.maximum(end - 1, s)), dtype=bool)
+
+    def horizon(self, s: np.ndarray) -> np.ndarray:
+        """One past the last row that may join a match started at ``s`` (binary search)."""
+        lo = s.copy()
+        hi = s + self.nn_run[s]
+        while True:
+            active = lo < hi
+            if not active.any():
+                return lo
+            mid = (lo + hi) // 2
+            inn = self.inside(s, np.where(active, mid, s))
+            lo = np.where(active & inn, mid + 1, lo)
+            hi = np.where(active & ~inn, mid, hi)
+
+
+def _order_values(series: pd.Series) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    """The WITHIN column as :func:`cep_core.runtime.time_axis.order_numbers` reads it, as
+    arrays: (values as int64 or float64, missing mask, is a time column); None if not
+    exactly representable."""
+    dt = series.dtype
+    if is_timestamp(dt) or is_duration(dt):
+        ints, missing = ns_and_missing(series)
+        return ints.astype(np.int64), missing, True
+    if not is_number(dt):
+        return None
+    missing = np.asarray(series.isna().to_numpy(), dtype=bool)
+    try:
+        if pd.api.types.is_float_dtype(dt):
+            key = np.asarray(series.to_numpy(dtype="float64", na_value=np.nan))
+            missing = missing | np.isnan(key)
+            if np.isinf(key).any():
+                return None
+            return key, missing, False
+        if pd.api.types.is_integer_dtype(dt):
+            if pd.api.types.is_unsigned_integer_dtype(dt) and len(series) and (
+                    int(series.max()) >= 2**63):
+                return None
+            key = np.asarray(series.to_numpy(dtype="int64", na_value=0))
+            return key, missing, False
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return None
+
+
 def _shifted(series: pd.Series, shift: int, rows: np.ndarray, part_lo: np.ndarray,
              part_hi: np.ndarray) -> pd.Series:
     """``series`` moved by ``shift`` rows (value of row r + shift), NULL outside the
@@ -417,11 +630,11 @@ def _np_column(series: pd.Series, shift: int, rows: np.ndarray, part_lo: np.ndar
     return moved, null
 
 
-def _np_bool(e: ast.Expr, column: Any) -> NpValue:
+def _np_bool(e: ast.Expr, column: Any, strings: Any = None) -> NpValue:
     """A condition in SQL three-valued logic with numpy: (value, NULL mask)."""
     if isinstance(e, ast.Binary) and e.op in ("AND", "OR"):
-        a, an = _np_bool(e.left, column)
-        b, bn = _np_bool(e.right, column)
+        a, an = _np_bool(e.left, column, strings)
+        b, bn = _np_bool(e.right, column, strings)
         a_true, b_true = a & ~an, b & ~bn
         a_false, b_false = ~a & ~an, ~b & ~bn
         if e.op == "AND":
@@ -430,8 +643,16 @@ def _np_bool(e: ast.Expr, column: Any) -> NpValue:
             true, false = a_true | b_true, a_false & b_false
         return true, ~true & ~false
     if isinstance(e, ast.Unary) and e.op == "NOT":
-        a, an = _np_bool(e.operand, column)
+        a, an = _np_bool(e.operand, column, strings)
         return ~a, an
+    if (strings is not None and isinstance(e, ast.Binary) and e.op in ("=", "<>", "!=")
+            and isinstance(e.left, ast.Column) and isinstance(e.right, ast.Literal)
+            and type(e.right.value) is str):
+        # A string column against a string literal: compare factorised codes.
+        codes, uniques = strings(e.left.name)
+        k = uniques.index(e.right.value) if e.right.value in uniques else -2
+        null = codes < 0
+        return (codes == k) if e.op == "=" else (codes != k), null
     if isinstance(e, ast.Binary) and e.op in _NP_CMP:
         x, xn = _np_number(e.left, column)
         y, yn = _np_number(e.right, column)
@@ -710,6 +931,8 @@ class _Result:
 
         bound = self.fb.bound
         tree = self.fb.plan.q.tree
+        if self.fb.plan.q.match.rows_per_match != "ONE":
+            return select(tree, self._all_rows())
         if len(self.cand) == 0:
             return select(tree, bound._one_row(self.df.reset_index(drop=True),
                                                 MatchState({}, []), []))
@@ -737,6 +960,27 @@ class _Result:
         for name, col in zip(names, columns, strict=True):
             data[name] = col
         return select(tree, pd.DataFrame(data))
+
+
+    def _all_rows(self) -> pd.DataFrame:
+        """ALL ROWS PER MATCH: the matches found here, one output row per matched row with
+        RUNNING measures, built by the general path's own output code."""
+        from ..api import Partition
+
+        bound = self.fb.bound
+        full = self.df.reset_index(drop=True)
+        work = full.take(self.positions).reset_index(drop=True)
+        cols: dict[str, Any] = {c: LazyColumn(self.work[c]) for c in bound.used_columns}
+        st = MatchState(cols, self.fb.plan.q.variables)
+        nparts = len(self.bounds) - 1
+        found: list[list[RawMatch]] = [[] for _ in range(nparts)]
+        for i, j in enumerate(self.part.tolist()):
+            found[j].append(self._raw(i))
+        pcols = [work[c] for c in bound.partition_cols]
+        parts = [Partition(tuple(to_python(c.iat[lo]) for c in pcols), lo, hi, found[j])
+                 for j, (lo, hi) in enumerate(zip(self.bounds[:-1], self.bounds[1:],
+                                                  strict=True)) if found[j]]
+        return bound._all_rows(work, st, parts)
 
 
 def _from_python(values: list[Any]) -> pd.Series:

@@ -108,14 +108,18 @@ def seconds_per_unit(dtype: Any) -> float:
     return 1e-9 if is_timestamp(dtype) or is_duration(dtype) else 1.0
 
 
+def within_seconds(within: ast.IntervalLiteral | ast.Literal) -> float:
+    """The WITHIN limit as given: an interval in seconds, a bare number as is."""
+    if isinstance(within, ast.IntervalLiteral):
+        return float(interval_value(within).total_seconds())
+    return float(within.value)  # type: ignore[arg-type]  # the parser made it a number
+
+
 def order_numbers(series: pd.Series,
                   within: ast.IntervalLiteral | ast.Literal) -> tuple[list[Any], float]:
     """The WITHIN column as numbers (nanoseconds for timestamps and intervals; None when
     missing) and the limit likewise."""
-    if isinstance(within, ast.IntervalLiteral):
-        seconds = interval_value(within).total_seconds()
-    else:
-        seconds = float(within.value)  # type: ignore[arg-type]  # the parser made it a number
+    seconds = within_seconds(within)
     if len(series) == 0:
         return [], seconds
     if is_timestamp(series.dtype) or is_duration(series.dtype):
@@ -151,4 +155,4 @@ def time_numbers(work: pd.DataFrame, order_cols: Sequence[str]) -> np.ndarray:
 
 __all__ = ["ROW_ID", "datetime_ns", "from_ns", "is_duration", "is_number", "is_timestamp",
            "ns_and_missing", "order_numbers", "scalar_ns", "seconds_per_unit", "time_numbers",
-           "time_values"]
+           "time_values", "within_seconds"]

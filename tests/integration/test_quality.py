@@ -459,6 +459,30 @@ def test_fail_on_error_names_the_failed_expectation(spark, settings, report) -> 
     assert len(results(spark, settings, "test-quality-fail")) == suite_size("bronze.events")
 
 
+def test_an_expectation_with_action_fail_fails_the_job(spark, settings, report,  # noqa: ANN001
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    suite = json.loads(quality.suite_path("bronze.events").read_text())
+    for entry in suite["expectations"]:
+        if entry["type"] == "expect_column_values_to_be_in_set":  # fails on this lake
+            entry["meta"] = {**entry.get("meta", {}), "action": "fail"}
+    (tmp_path / "bronze.events.json").write_text(json.dumps(suite))
+    monkeypatch.setattr(quality, "EXPECTATIONS_DIR", tmp_path)
+    with pytest.raises(quality.QualityError) as info:
+        quality.run_quality(spark, settings, run_id="test-quality-action",
+                            tables=["bronze.events"])
+    listed = [line for line in str(info.value).splitlines() if line.startswith("  - ")]
+    assert listed == ["  - bronze.events: expect_column_values_to_be_in_set(parse_status): "
+                      + listed[0].split("(parse_status): ", 1)[1]]
+    assert info.value.report.gating == [listed[0][4:]]
+    assert len(results(spark, settings, "test-quality-action")) == suite_size("bronze.events")
+    # an unknown action is refused when the suite loads
+    suite["expectations"][0]["meta"] = {"action": "drop"}
+    (tmp_path / "bronze.events.json").write_text(json.dumps(suite))
+    with pytest.raises(quality.SuiteError, match=r"meta.action 'drop' is not one of warn, fail"):
+        quality.load_suite("bronze.events")
+
+
 def test_unknown_table_is_rejected(spark, settings) -> None:  # noqa: ANN001
     with pytest.raises(quality.SuiteError, match="no expectation suite for bronze.nope"):
         quality.run_quality(spark, settings, run_id="x", tables=["bronze.nope"])

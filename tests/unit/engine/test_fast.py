@@ -3,6 +3,9 @@ measures."""
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -29,16 +32,24 @@ SLOW_MEASURES = ["SUM(v) AS total", "LAST(A.v) - FIRST(v) AS d", "PREV(LAST(B.v)
                  "PREV(CLASSIFIER()) AS pc"]
 
 
+# ONE ROW PER MATCH mostly; ALL ROWS PER MATCH (RUNNING measures per row) too.
+ROWS = st.sampled_from(["ONE ROW PER MATCH"] * 4 + [
+    "ALL ROWS PER MATCH", "ALL ROWS PER MATCH SHOW EMPTY MATCHES",
+    "ALL ROWS PER MATCH OMIT EMPTY MATCHES"])
+
+
 def _query(items: list[tuple[str, str]], defines: dict[str, str], measures: list[str],
-           skip: str, partition: bool) -> str:
+           skip: str, partition: bool, order: str = "ts", within: str = "",
+           rows: str = "ONE ROW PER MATCH") -> str:
     pattern = " ".join(f"{v}{q}" for v, q in items)
     define = ", ".join(f"{v} AS {c.format(var=v)}" for v, c in defines.items())
     return (
         "SELECT * FROM t MATCH_RECOGNIZE ("
         + ("PARTITION BY p " if partition else "")
-        + "ORDER BY ts "
+        + f"ORDER BY {order} "
         + (f"MEASURES {', '.join(measures)} " if measures else "")
-        + f"ONE ROW PER MATCH AFTER MATCH SKIP {skip} PATTERN ({pattern})"
+        + f"{rows} AFTER MATCH SKIP {skip} PATTERN ({pattern})"
+        + (f" WITHIN {within}" if within else "")
         + (f" DEFINE {define}" if define else "") + ")")
 
 
@@ -70,7 +81,7 @@ def cases(draw: st.DrawFn) -> tuple[str, pd.DataFrame]:
         "v": pd.Series(values, dtype="float64" if None in values else "int64"),
         "s": draw(st.lists(st.sampled_from(["x", "y"]), min_size=n, max_size=n)),
     })
-    return _query(items, defines, measures, skip, partition), df
+    return _query(items, defines, measures, skip, partition, rows=draw(ROWS)), df
 
 
 def _outcome(q: cep_core.CompiledQuery, df: pd.DataFrame) -> tuple[object, object]:
@@ -146,7 +157,6 @@ def test_measure_and_key_dtypes(dtype: str) -> None:
 
 @pytest.mark.parametrize("text, reason", [
     ("PATTERN (A | B) DEFINE A AS v > 1", "concatenation"),
-    ("PATTERN (A B) WITHIN 5 DEFINE A AS v > 1", "WITHIN"),
     ("PATTERN (A B+) DEFINE B AS v > A.v", "reads variable A"),
     ("PATTERN (A B+) DEFINE B AS v > FIRST(B.v)", "FIRST"),
     ("PATTERN (A B+) DEFINE B AS SUM(B.v) < 10", "SUM"),
@@ -158,7 +168,7 @@ def test_measure_and_key_dtypes(dtype: str) -> None:
     ("PATTERN (PERMUTE(A, B))", "concatenation"),
     ("PATTERN (A B) SKIP TILL NEXT MATCH", "SKIP TILL"),
     ("PATTERN (A NOT B C) SKIP TILL NEXT MATCH", "SKIP TILL"),
-    ("PATTERN (A B C) WITHIN 5 EMIT TIMEOUTS", "WITHIN"),
+    ("PATTERN (A B C) WITHIN 5 EMIT TIMEOUTS", "EMIT TIMEOUTS"),
 ])
 def test_ineligible_queries_fall_back(text: str, reason: str) -> None:
     q = cep_core.compile_query(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts {text})")
@@ -169,10 +179,29 @@ def test_ineligible_queries_fall_back(text: str, reason: str) -> None:
                                engine="fast")
 
 
-def test_all_rows_per_match_falls_back() -> None:
+def test_all_rows_with_unmatched_rows_falls_back() -> None:
     q = cep_core.compile_query("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL ROWS PER "
-                               "MATCH PATTERN (A B))")
+                               "MATCH WITH UNMATCHED ROWS PATTERN (A B))")
     assert q.engine == "general"
+    assert q.plan == "general: ALL ROWS PER MATCH WITH UNMATCHED ROWS"
+
+
+def test_all_rows_per_match_on_the_fast_path() -> None:
+    text = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES "
+            "COUNT(*) AS n, LAST(B.v) AS lb, CLASSIFIER() AS cl, MATCH_NUMBER() AS mn "
+            "ALL ROWS PER MATCH PATTERN (A B+ C*) WITHIN 3 "
+            "DEFINE B AS v > PREV(v), C AS v < PREV(v))")
+    q = cep_core.compile_query(text)
+    assert q.plan == ("fast: items A{1,1} B{1,} C{0,}; WITHIN 3; ALL ROWS PER MATCH; "
+                      "measures per row")
+    df = pd.DataFrame({"p": [1, 1, 1, 1, 1, 2, 2, 2], "ts": [1, 2, 3, 4, 5, 1, 2, 9],
+                       "v": [1, 2, 3, 2, 5, 4, 5, 1]})
+    out = q.run(df)
+    # Running measures: n counts the rows so far, lb is the last B so far.
+    assert out["n"].tolist() == [1, 2, 3, 4, 1, 2]
+    assert pd.isna(out["lb"][0]) and out["lb"].tolist()[1:4] == [2, 3, 3]
+    assert out["cl"].tolist() == ["A", "B", "B", "C", "A", "B"]
+    _assert_same(text, df)
 
 
 def test_engine_choice_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -200,3 +229,127 @@ def test_empty_input_and_no_matches() -> None:
             "FIRST(A.v) AS fa PATTERN (A B+) DEFINE B AS v > PREV(v))")
     _assert_same(text, pd.DataFrame({"p": [], "ts": [], "v": []}))
     _assert_same(text, pd.DataFrame({"p": [1, 1, 2], "ts": [1, 2, 3], "v": [3, 2, 1]}))
+
+
+# ---------------------------------------------------------------------- WITHIN
+# Conditions that make long runs (so that greedy items overrun the window) besides the
+# general ones above.
+WITHIN_CONDITIONS = [*CONDITIONS, "v >= 1", "v IS NOT NULL", "v < 4", "s = 'y' OR v > 0"]
+WITHIN_QUANTIFIERS = [*QUANTIFIERS, "+", "*", "{1,}", "{0,3}", "+?"]
+
+
+@st.composite
+def within_cases(draw: st.DrawFn) -> tuple[str, pd.DataFrame]:
+    """Random concatenations of quantified variables with a random WITHIN window, over data
+    with ties and NULLs in the ORDER BY column and several partitions; the order column is
+    integer, float (with NULLs), or a timestamp (INTERVAL windows), ascending or not."""
+    n_items = draw(st.integers(1, 4))
+    items = [(draw(st.sampled_from("ABC")), draw(st.sampled_from(WITHIN_QUANTIFIERS)))
+             for _ in range(n_items)]
+    used = sorted({v for v, _ in items})
+    defines = {v: draw(st.sampled_from(WITHIN_CONDITIONS)) for v in used
+               if draw(st.integers(0, 3)) > 0}
+
+    def ok(m: str) -> bool:
+        return all(f"{x}." not in m for x in "ABC" if x not in used)
+
+    pool = [m for m in MEASURES if ok(m)]
+    measures = draw(st.lists(st.sampled_from(pool), max_size=4, unique=True))
+    slow = [m for m in SLOW_MEASURES if ok(m)]
+    if slow and draw(st.integers(0, 5)) == 0:
+        measures.append(draw(st.sampled_from(slow)))
+    skip = draw(st.sampled_from(
+        ["PAST LAST ROW", "PAST LAST ROW", "TO NEXT ROW"]
+        + [f"TO {k} {v}" for v in used for k in ("FIRST", "LAST")]))
+    partition = draw(st.booleans())
+    n = draw(st.integers(0, 50))
+    kind = draw(st.sampled_from(["int", "float", "time"]))
+    ticks = draw(st.lists(st.integers(0, 12), min_size=n, max_size=n))  # many ties
+    if kind == "int":
+        ts: pd.Series = pd.Series(ticks, dtype="int64")
+        within = draw(st.sampled_from(["0", "1", "2", "3", "5", "2.5", "1000"]))
+    elif kind == "float":
+        nulls = draw(st.lists(st.integers(0, 5), min_size=n, max_size=n))
+        ts = pd.Series([None if z == 0 else t / 2 for t, z in zip(ticks, nulls, strict=True)],
+                       dtype="float64")
+        within = draw(st.sampled_from(["0", "0.5", "1", "1.5", "2.25", "4"]))
+    else:
+        ts = pd.Series(pd.Timestamp("2024-03-01") + pd.to_timedelta(ticks, unit="min"))
+        within = draw(st.sampled_from(["INTERVAL '0' MINUTE", "INTERVAL '1' MINUTE",
+                                       "INTERVAL '3' MINUTE", "INTERVAL '90' SECOND",
+                                       "INTERVAL '1' HOUR"]))
+    order = "ts" + draw(st.sampled_from(["", "", " DESC", " NULLS FIRST"]))
+    values = draw(st.lists(st.one_of(st.integers(0, 4), st.none()) if draw(st.booleans())
+                           else st.integers(0, 4), min_size=n, max_size=n))
+    df = pd.DataFrame({
+        "p": draw(st.lists(st.sampled_from(["k1", "k2", "k3"]), min_size=n, max_size=n)),
+        "ts": ts,
+        "v": pd.Series(values, dtype="float64" if None in values else "int64"),
+        "s": draw(st.lists(st.sampled_from(["x", "y"]), min_size=n, max_size=n)),
+    })
+    return _query(items, defines, measures, skip, partition, order, within, draw(ROWS)), df
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(within_cases())
+def test_fast_path_with_within_equals_general_matcher(case: tuple[str, pd.DataFrame]) -> None:
+    text, df = case
+    assert "WITHIN" in cep_core.compile_query(text).plan
+    _assert_same(text, df)
+
+
+@pytest.mark.parametrize("pattern, defines, expected", [
+    # Greedy A+ would take rows 0..5 and B row 6, but ts 7 is 6 after ts 1 (> 4): the
+    # preferred match that stays inside the window ends with B on row 4 (ts 5).
+    ("A+ B", "A AS v = 1, B AS v >= 1", (0, 1, 2, 3, 4)),
+    ("A+? B", "A AS v = 1, B AS v >= 1", (0, 1)),
+    ("A{2,} B+", "A AS v = 1, B AS v >= 1", (0, 1, 2, 3, 4)),
+    ("A B* C", "A AS v = 1, B AS v = 1, C AS v >= 1", (0, 1, 2, 3, 4)),
+    # No match from rows 0 and 1; from row 2 (ts 3) C on ts 7 is exactly 4 later: the
+    # bound is inclusive.
+    ("A B+ C", "A AS v = 1, B AS v = 1, C AS v = 9", (2, 3, 4, 5, 6)),
+])
+def test_within_cuts_greedy_matches_back(pattern: str, defines: str,
+                                         expected: tuple[int, ...]) -> None:
+    df = pd.DataFrame({"ts": [1, 2, 3, 4, 5, 6, 7], "v": [1, 1, 1, 1, 1, 1, 9]})
+    text = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n "
+            f"PATTERN ({pattern}) WITHIN 4 DEFINE {defines})")
+    q = cep_core.compile_query(text)
+    assert q.engine == "fast", q.plan
+    assert q.find_matches(df)[0].rows == expected
+    _assert_same(text, df)
+
+
+def test_rfid_abc_query_runs_on_the_fast_path() -> None:
+    spec = tomllib.loads((Path(__file__).parents[3] / "queries" / "rfid_abc.toml").read_text())
+    text = spec["query"]
+    assert "WITHIN INTERVAL '10' HOUR" in text
+    q = cep_core.compile_query(text)
+    assert q.engine == "fast"
+    assert q.plan == ("fast: items A{1,1} B{1,1} C{1,1}; WITHIN INTERVAL '10' HOUR; "
+                      "measures vectorised")
+    rng = np.random.default_rng(3)
+    n = 3000
+    df = pd.DataFrame({
+        "object_id": rng.integers(0, 40, n).astype(str),
+        "event_time": pd.Timestamp("2024-05-01") + pd.to_timedelta(
+            rng.integers(0, 72 * 60, n), unit="min"),
+        "source_id": np.array(["A", "B", "C"])[rng.integers(0, 3, n)],
+        "event_id": np.arange(n)})
+    assert len(q.find_matches(df)) > 0
+    _assert_same(text, df)
+
+
+@pytest.mark.parametrize("column", [
+    ["a", "b", None, "c", "a", "b", "c", "c"],
+    ["a", "b", np.nan, "c", "a", "b", "c", "c"],
+    ["a", 1, "b", "c", "a", "b", "c", 2.5],  # mixed: not the string-code path
+    [None] * 8,
+])
+def test_string_literal_conditions(column: list[object]) -> None:
+    df = pd.DataFrame({"ts": range(8), "s": pd.Series(column, dtype=object)})
+    for define in ("A AS s = 'a', B AS s <> 'c', C AS s = 'c'",
+                   "A AS s = 'zz' OR s IS NULL, B AS NOT s = 'b', C AS s <> 'nope'"):
+        text = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n, "
+                f"LAST(B.ts) AS lb PATTERN (A B* C+) DEFINE {define})")
+        _assert_same(text, df)
