@@ -8,7 +8,6 @@ one partition at a time.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -38,6 +37,7 @@ from .runtime.fast import FastRunner
 from .runtime.matcher import (
     Conditions,
     Matcher,
+    Partition,
     RawMatch,
     SkipPolicy,
     Window,
@@ -540,16 +540,6 @@ class Bound:
         names += rest
         series += [base[c] for c in rest]
         return _frame(names, series)
-
-
-@dataclass
-class Partition:
-    """One partition's slice of the sorted input [lo, hi) and its raw matches."""
-
-    key: tuple[Any, ...]
-    lo: int
-    hi: int
-    matches: list[RawMatch]
 
 
 def _frame(names: list[str], columns: list[pd.Series]) -> pd.DataFrame:

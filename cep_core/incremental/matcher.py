@@ -42,7 +42,6 @@ import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
 from ..api import Bound as _Bound
 from ..api import CompiledQuery, compile_query
-from ..api import Partition as _Partition
 from ..compile.expressions import walk
 from ..compile.state import MatchState
 from ..compile.values import to_python
@@ -50,6 +49,7 @@ from ..errors import QueryError, query_errors
 from ..language import ast
 from ..runtime.consumption import Consumer, Instance
 from ..runtime.matcher import Matcher, RawMatch
+from ..runtime.matcher import Partition as _Partition
 from ..runtime.output import Match
 from ..runtime.output import select as _select
 from ..runtime.time_axis import order_numbers, time_numbers

@@ -46,7 +46,7 @@ from ..compile.state import MatchState
 from ..compile.values import column_values, to_python
 from ..errors import QueryError
 from ..language import ast
-from .matcher import RawMatch
+from .matcher import Partition, RawMatch
 from .output import Match, select
 from .time_axis import is_duration, is_number, is_timestamp, ns_and_missing, within_seconds
 from .values import LazyColumn
@@ -965,8 +965,6 @@ class _Result:
     def _all_rows(self) -> pd.DataFrame:
         """ALL ROWS PER MATCH: the matches found here, one output row per matched row with
         RUNNING measures, built by the general path's own output code."""
-        from ..api import Partition
-
         bound = self.fb.bound
         full = self.df.reset_index(drop=True)
         work = full.take(self.positions).reset_index(drop=True)

@@ -57,6 +57,16 @@ class RawMatch:
     timed_out: bool = False  # EMIT TIMEOUTS: a partial match cut off by the WITHIN window
 
 
+@dataclass
+class Partition:
+    """One partition's slice of the sorted input [lo, hi) and its raw matches."""
+
+    key: tuple[Any, ...]
+    lo: int
+    hi: int
+    matches: list[RawMatch]
+
+
 @dataclass(frozen=True)
 class SkipPolicy:
     """AFTER MATCH SKIP: where the next match attempt starts."""
