@@ -53,6 +53,19 @@ def _query(items: list[tuple[str, str]], defines: dict[str, str], measures: list
         + (f" DEFINE {define}" if define else "") + ")")
 
 
+def _measures(draw: st.DrawFn, used: list[str]) -> list[str]:
+    """Up to four measures over the pattern's variables ``used`` (now and then a slow one)."""
+    def ok(m: str) -> bool:
+        return all(f"{x}." not in m for x in "ABC" if x not in used)
+
+    measures = draw(st.lists(st.sampled_from([m for m in MEASURES if ok(m)]), max_size=4,
+                             unique=True))
+    slow = [m for m in SLOW_MEASURES if ok(m)]
+    if slow and draw(st.integers(0, 5)) == 0:
+        measures.append(draw(st.sampled_from(slow)))
+    return measures
+
+
 @st.composite
 def cases(draw: st.DrawFn) -> tuple[str, pd.DataFrame]:
     n_items = draw(st.integers(1, 4))
@@ -60,14 +73,7 @@ def cases(draw: st.DrawFn) -> tuple[str, pd.DataFrame]:
              for _ in range(n_items)]
     used = sorted({v for v, _ in items})
     defines = {v: draw(st.sampled_from(CONDITIONS)) for v in used if draw(st.booleans())}
-    def ok(m: str) -> bool:
-        return all(f"{x}." not in m for x in "ABC" if x not in used)
-
-    pool = [m for m in MEASURES if ok(m)]
-    measures = draw(st.lists(st.sampled_from(pool), max_size=4, unique=True))
-    slow = [m for m in SLOW_MEASURES if ok(m)]
-    if slow and draw(st.integers(0, 5)) == 0:
-        measures.append(draw(st.sampled_from(slow)))
+    measures = _measures(draw, used)
     skip = draw(st.sampled_from(
         ["PAST LAST ROW", "TO NEXT ROW"]
         + [f"TO {k} {v}" for v in used for k in ("FIRST", "LAST")]))
@@ -250,14 +256,7 @@ def within_cases(draw: st.DrawFn) -> tuple[str, pd.DataFrame]:
     defines = {v: draw(st.sampled_from(WITHIN_CONDITIONS)) for v in used
                if draw(st.integers(0, 3)) > 0}
 
-    def ok(m: str) -> bool:
-        return all(f"{x}." not in m for x in "ABC" if x not in used)
-
-    pool = [m for m in MEASURES if ok(m)]
-    measures = draw(st.lists(st.sampled_from(pool), max_size=4, unique=True))
-    slow = [m for m in SLOW_MEASURES if ok(m)]
-    if slow and draw(st.integers(0, 5)) == 0:
-        measures.append(draw(st.sampled_from(slow)))
+    measures = _measures(draw, used)
     skip = draw(st.sampled_from(
         ["PAST LAST ROW", "PAST LAST ROW", "TO NEXT ROW"]
         + [f"TO {k} {v}" for v in used for k in ("FIRST", "LAST")]))
