@@ -125,10 +125,10 @@ def quarantine_breaches(per_file: dict[tuple[str, str], int], sources, home,  # 
     rows a ``filter`` operator dropped on purpose count in the batch's rows, not as bad.
     Sources with fewer than ``quarantine_gate_min_rows`` rows in the batch are not
     judged."""
-    from lakecep.sources import source_of_file
+    from lakecep.sources import Source, source_of_file
 
     totals: dict[str, list[int]] = {}
-    owner: dict[str, object] = {}
+    owner: dict[str, Source | None] = {}
     for (file, outcome), n in per_file.items():
         source = source_of_file(sources, home, file) if sources else None
         name = source.name if source is not None else "events"
@@ -137,11 +137,11 @@ def quarantine_breaches(per_file: dict[tuple[str, str], int], sources, home,  # 
     out = []
     for name, (good, bad) in sorted(totals.items()):
         source = owner[name]
-        own = getattr(source, "max_quarantine_ratio", None)
+        own = source.max_quarantine_ratio if source is not None else None
         limit = settings.max_quarantine_ratio if own is None else own
         if good + bad >= settings.quarantine_gate_min_rows and bad > limit * (good + bad):
             out.append(Breach(name, bad, good + bad, limit,
-                              getattr(source, "file", "") if own is not None else ""))
+                              source.file if source is not None and own is not None else ""))
     return out
 
 
