@@ -314,9 +314,12 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
             for query_id, stats in (steps.stats.items() if steps else ()):
                 assert steps is not None
                 mark = datetime.fromtimestamp(steps.watermarks[query_id] / 1e6, UTC)
+                hint = (" (a larger allowed_lateness in the query file keeps them)"
+                        if stats["late_dropped"] else "")
                 log(f"{QUERY}: batch {batch_id}: {query_id}: {stats['events']} events "
-                    f"inserted, {stats['late_dropped']} too late (dropped), {stats['rows']} "
-                    f"window rows; watermark {mark.isoformat()}")
+                    f"inserted, {stats['late_dropped']} too late (dropped){hint}, "
+                    f"{stats['rows']} window rows ({stats['corrections']} corrections); "
+                    f"watermark {mark.isoformat()}")
             if steps:
                 log(f"{QUERY}: batch {batch_id}: {window_rows} rows to gold.window_outputs")
             for query, step in found.live_steps:  # after gold: a crash in between replays

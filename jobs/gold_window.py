@@ -110,7 +110,8 @@ def feed(query: WindowQuery, state: str | None, events: pd.DataFrame,
         else:
             late += 1
     rows = op.advance(watermark)
-    return op, rows, {"events": accepted, "late_dropped": late, "rows": len(rows)}
+    return op, rows, {"events": accepted, "late_dropped": late, "rows": len(rows),
+                      "corrections": sum(r.revision > 0 for r in rows)}
 
 
 def bucket_step(queries: dict[str, WindowQuery], previous: dict[str, int | None],
@@ -236,7 +237,8 @@ def window_steps(spark, settings: Settings, queries: Sequence[WindowQuery], new_
     out = events.groupBy("query_id", BUCKET).cogroup(
         state_in.groupBy("query_id", BUCKET)).applyInPandas(
         bucket_step(by_id, previous, watermarks), OUT_DDL).localCheckpoint(eager=True)
-    stats = {q.id: {"events": 0, "late_dropped": 0, "rows": 0} for q in queries}
+    stats = {q.id: {"events": 0, "late_dropped": 0, "rows": 0, "corrections": 0}
+             for q in queries}
     for r in out.where(F.col("kind") == "stats").select("query_id", "stats").collect():
         for name, value in json.loads(r.stats).items():
             stats[r.query_id][name] += int(value)

@@ -224,7 +224,8 @@ class WindowQuery:
         assert self.window is not None
         size = micros(self.window)
         if self.every is not None:
-            return Sampler(size, micros(self.every), self.aggregates)
+            return Sampler(size, micros(self.every), self.aggregates,
+                           allowed_lateness=lateness)
         slide_us = micros(self.slide) if isinstance(self.slide, timedelta) else size
         return WindowOperator(TimeWindows(size, slide_us), self.aggregates, lateness)
 
@@ -396,10 +397,6 @@ def _window_query(data: dict, path: Path, common: dict) -> WindowQuery:
             slide = _positive_duration(data, "slide", path)
         if "every" in data:
             every = _positive_duration(data, "every", path)
-            if "allowed_lateness" in data:
-                raise QueryDefinitionError(
-                    f"{path}: allowed_lateness is for windows emitted when they close; a "
-                    "sampled window (every) counts a late event in the later samples")
     key = str(data.get("key", "object_id"))
     if not _NAME.match(key):
         raise QueryDefinitionError(f"{path}: key {key!r} is not a plain identifier (a "

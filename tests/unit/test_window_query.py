@@ -45,6 +45,10 @@ def test_sampled_window_per_sensor(tmp_path: Path) -> None:
     op = query.operator()
     assert isinstance(op, Sampler)
     assert (op.size, op.period, op.aggregates) == (3_600_000_000, 300_000_000, ("avg", "max"))
+    assert op.allowed_lateness == 0
+    late = _load(tmp_path, BASE + 'aggregates = ["avg"]\nwindow = "1 hour"\nevery = "5 minutes"\n'
+                 'allowed_lateness = "6 hours"\n').operator()
+    assert isinstance(late, Sampler) and late.allowed_lateness == 6 * 3_600_000_000
 
 
 def test_time_and_count_windows(tmp_path: Path) -> None:
@@ -87,8 +91,6 @@ def test_time_and_count_windows(tmp_path: Path) -> None:
          "slide must be a duration string"),
         ('aggregates = ["avg"]\nwindow = "1 hour"\nslide = "5 minutes"\nevery = "1 minute"\n',
          "slide and every exclude each other"),
-        ('aggregates = ["avg"]\nwindow = "1 hour"\nevery = "1 minute"\n'
-         'allowed_lateness = "1 minute"\n', "allowed_lateness is for windows"),
         ('aggregates = ["avg"]\nwindow = "1 hour"\nwatermark_delay = "soon"\n',
          "watermark_delay: 'soon' is not a duration"),
         ('aggregates = ["avg"]\nwindow = "1 hour"\nkey = "a b"\n', "key 'a b' is not"),
@@ -141,7 +143,7 @@ def test_feed_is_a_pure_function_of_its_input_state(tmp_path: Path) -> None:
                            None, 11 * s)
     assert [(r.window_start, r.aggregate, r.value) for r in rows] == [
         (0, "count", 1.0), (0, "avg", 1.0)]
-    assert stats == {"events": 2, "late_dropped": 0, "rows": 2}
+    assert stats == {"events": 2, "late_dropped": 0, "rows": 2, "corrections": 0}
     state = json.dumps(op.to_state())
     batch = _events([("a", 15 * s, 3, float("nan")), ("a", 13 * s, 4, 5.0),
                      ("a", 1 * s, 5, 9.0)])  # NaN reads as NULL; t = 1 s is too late
@@ -159,6 +161,8 @@ def test_feed_is_a_pure_function_of_its_input_state(tmp_path: Path) -> None:
 def _query(tmp_path: Path, mode: str) -> WindowQuery:
     spec = {"sample": 'window = "10 seconds"\nevery = "3 seconds"\nwatermark_delay = '
                       '"2 seconds"\n',
+            "sample_late": 'window = "10 seconds"\nevery = "3 seconds"\nwatermark_delay = '
+                           '"2 seconds"\nallowed_lateness = "30 seconds"\n',
             "time": 'window = "10 seconds"\nslide = "4 seconds"\nallowed_lateness = '
                     '"5 seconds"\n',
             "count": 'rows = 3\nslide = 2\nallowed_lateness = "6 seconds"\n'}[mode]
@@ -166,7 +170,7 @@ def _query(tmp_path: Path, mode: str) -> WindowQuery:
                  + spec)
 
 
-@pytest.mark.parametrize("mode", ["sample", "time", "count"])
+@pytest.mark.parametrize("mode", ["sample", "sample_late", "time", "count"])
 def test_buckets_with_json_state_equal_one_operator(tmp_path: Path, mode: str) -> None:
     """The gold job's protocol without Spark, on hypothesis-random streams with late events:
     per batch, one operator per bucket of keys rebuilt from its JSON state (a new bucket at

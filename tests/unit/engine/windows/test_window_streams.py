@@ -249,6 +249,84 @@ def test_window_sampler_equals_recomputation(size: int, period: int, offset: int
         s.accept(d)
 
 
+@pytest.mark.parametrize("size,period,offset", [(10, 1, 0), (10, 3, 1), (4, 7, 2)])
+@settings(max_examples=150, deadline=None)
+@given(stream_ops=ops)
+def test_window_sampler_corrections_equal_recomputation(size: int, period: int, offset: int,
+                                                        stream_ops: list[Op]) -> None:
+    """With allowed lateness covering every delta (each one at or after the watermark minus
+    the lateness when it arrives), the newest revision of every sample equals the
+    recomputation over the events held now, after every advance; every non-empty sample
+    from the first one on has a row; only late deltas make revisions."""
+    lateness = 25
+    sampler = Sampler(size, period, NAMES, offset=offset, allowed_lateness=lateness)
+    s = Stream()
+    newest: dict[tuple[int, str], dict[str, Any]] = {}
+    first: int | None = None
+    late = False
+    for o in [*stream_ops, ("adv", 40)]:
+        if o[0] == "rt":
+            sampler = Sampler.from_state(json.loads(json.dumps(sampler.to_state())))
+            continue
+        if o[0] == "adv":
+            s.wm += o[1]
+            batch: dict[tuple[int, str], dict[str, Any]] = {}
+            for r in sampler.advance(s.wm):
+                slot = batch.setdefault((r.window_end, str(r.key)),
+                                        {"revision": r.revision, "n": r.count})
+                assert (slot["revision"], slot["n"]) == (r.revision, r.count)
+                slot[r.aggregate] = r.value
+            for key, row in batch.items():
+                before = newest.get(key)
+                assert row["revision"] == (0 if before is None and not late
+                                           else row["revision"] if before is None
+                                           else before["revision"] + 1), (key, row, before)
+                if row["revision"] == 0:
+                    first = key[0] if first is None else min(first, key[0])
+                newest[key] = row
+            late = False
+            by_key = s.by_key()
+            for (t, key), row in newest.items():
+                raw = [e.value for e in by_key.get(key, []) if t - size <= e.time < t]
+                assert row["n"] == len(raw), (t, key, row, raw)
+                for n in NAMES:
+                    assert close(row[n], expect(n, raw)), (t, key, n, row, raw)
+            if first is not None and sampler.sample_time is not None:
+                t = first
+                while t <= sampler.sample_time:
+                    for key, events in by_key.items():
+                        if any(t - size <= e.time < t for e in events):
+                            assert (t, key) in newest, (t, key)
+                    t += period
+            continue
+        d = s.delta(o)
+        if d is None:
+            continue
+        times = (d.old.time, d.new.time) if isinstance(d, Replace) else (d.event.time,)
+        if sampler.watermark is not None and min(times) < sampler.watermark - lateness:
+            continue            # outside the allowed lateness: not this property's input
+        assert sampler.apply(d)
+        s.accept(d)
+        late = late or (sampler.watermark is not None and min(times) < sampler.watermark)
+
+
+def test_window_sampler_allowed_lateness_rewrites_a_sample_with_a_new_revision() -> None:
+    s = Sampler(10, 5, ("count", "sum"), allowed_lateness=20)
+    s.apply(Insert(Event("k", 1, 1, 2.0)))
+    assert [(r.emitted_at, r.aggregate, r.value, r.revision) for r in s.advance(10)] == [
+        (5, "count", 1.0, 0), (5, "sum", 2.0, 0), (10, "count", 1.0, 0), (10, "sum", 2.0, 0)]
+    assert s.apply(Insert(Event("k", 3, 2, 5.0)))     # late, inside [-5, 5) and [0, 10)
+    assert s.apply(Insert(Event("k", -9, 3, 1.0)))    # before the window, within lateness
+    rows = [(r.emitted_at, r.aggregate, r.value, r.count, r.revision) for r in s.advance(10)]
+    assert rows == [(-5, "count", 1.0, 1, 1), (-5, "sum", 1.0, 1, 1),
+                    (0, "count", 1.0, 1, 1), (0, "sum", 1.0, 1, 1),
+                    (5, "count", 2.0, 2, 1), (5, "sum", 7.0, 2, 1),
+                    (10, "count", 2.0, 2, 1), (10, "sum", 7.0, 2, 1)]
+    assert s.corrections == 4
+    s.advance(45)                                      # horizon 25: nothing left to correct
+    assert s.apply(Insert(Event("k", 20, 4, 1.0))) is False and s.keys == {}
+
+
 def test_window_round_trip_mid_stream_continues_identically() -> None:
     def feed(op: WindowOperator, sampler: Sampler, lo: int, hi: int) -> list[WindowRow]:
         rows: list[WindowRow] = []
