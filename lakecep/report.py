@@ -635,6 +635,8 @@ def build(settings: Settings, out: Path | None = None,
     path = Path(out) if out is not None else default_path(settings)
     if path.is_dir():
         path = path / REPORT_NAME
+    elif not path.suffix:      # `--out summary` -> summary.html (a browser needs the suffix)
+        path = path.with_suffix(".html")
     lake = _Lake(settings)
     try:
         builders: list[tuple[str, str, Callable[[], Section]]] = [

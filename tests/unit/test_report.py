@@ -212,6 +212,10 @@ def test_cli_writes_where_asked_and_links_data_docs_from_there(
     assert result["path"] == str(tmp_path / REPORT_NAME) and (tmp_path / REPORT_NAME).is_file()
     assert {s["id"]: s["plots"] for s in result["sections"] if s["plots"]} == {
         "complex-events": 1, "latency": 1, "quarantine": 1, "archive": 1, "tuning": 1}
+    # a name without a suffix gets .html (a browser would show a suffix-less file as text)
+    assert main(["report", "--out", str(tmp_path / "summary"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["path"] == str(tmp_path / "summary.html")
+    assert (tmp_path / "summary.html").is_file() and not (tmp_path / "summary").exists()
 
 
 def test_a_home_with_nothing_says_what_to_run(
