@@ -564,7 +564,8 @@ def status(
 @app.command()
 def report(
     out: Annotated[str | None, typer.Option("--out", metavar="PATH", help="the HTML file to "
-                   "write (.html is added to a name without a suffix; a folder: lakecep-report.html in it; default "
+                   "write (.html is added to a name without a suffix; a folder: "
+                   "lakecep-report.html in it; default "
                    "$LAKECEP_HOME/reports/lakecep-report.html)")] = None,
     json_out: Annotated[bool, _flag("--json", "print the path and each section's status "
                         "as JSON")] = False,
