@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from lakecep.alerts import check_url
 from lakecep.config import Settings
 from lakecep.queries import (
     AcquisitionQuery,
@@ -35,6 +36,7 @@ from lakecep.sources import load_sources, sources_dir, with_source_attributes
 from lakecep.tuning import load_latest, pool_name
 from lakecep.validation import ValidationError, check_queries, validate
 
+from . import alerts
 from .archive import RecentBuffer
 from .gold_acquisition import AcquisitionPlans, acquisition_rows, record_plans
 from .gold_live_archive import check_live_columns, live_archive_rows, record_access
@@ -277,6 +279,21 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
             f"{settings.partial_match_capacity} keys in memory per bucket, "
             f"{settings.partial_match_policy.upper()} spilling")
 
+    alert_ids = alerts.alerting(queries)
+    if alert_ids:
+        if settings.alert_webhook:
+            check_url(settings.alert_webhook)
+        log(f"{QUERY}: alerts of {', '.join(alert_ids)} to gold.alerts"
+            + (f" and {settings.alert_webhook}" if settings.alert_webhook else ""))
+
+    def send_alerts(rows, batch_id: int, detected: datetime) -> None:  # noqa: ANN001
+        new = alerts.record(spark, settings, rows, alert_ids, batch_id, detected)
+        delivered, failed, waiting = alerts.deliver(spark, settings, detected)
+        note = f"; webhook: {delivered} delivered" if settings.alert_webhook else ""
+        if failed or waiting:
+            note += f", {failed} failed, {waiting} not tried (retried next batch)"
+        log(f"{QUERY}: batch {batch_id}: {new} new alerts{note}")
+
     writer = writer_id(settings, QUERY)  # txnAppId of the access record's append
 
     def each_batch(batch, batch_id: int) -> None:  # noqa: ANN001
@@ -305,6 +322,8 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
             if superseded or restored:
                 log(f"{QUERY}: batch {batch_id}: {superseded} complex events superseded "
                     f"(late events broke them), {restored} current again")
+            if alert_ids:
+                send_alerts(rows, batch_id, detected)
             for query, prob_rows, touched in found.probabilistic:
                 merge_probabilistic(spark, settings, query, prob_rows, touched)
                 log(f"{QUERY}: batch {batch_id}: {query.id}: probabilistic events of "

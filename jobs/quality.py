@@ -41,6 +41,7 @@ TABLES: tuple[str, ...] = (
     "silver.quarantine",
     "silver.duplicates",
     "gold.complex_events",
+    "gold.alerts",
     "gold.probabilistic_events",
     "gold.window_outputs",
     "gold.window_state",

@@ -90,6 +90,12 @@ class Settings:
     #: Folder of source definitions (``*.toml``, one per source; docs/sources.md); empty:
     #: ``$LAKECEP_HOME/sources``. Without source files the built-in RFID source is used.
     sources_dir: str = ""
+    #: Alerts (docs/alerts.md): new complex events of queries with ``alert = true`` go to
+    #: gold.alerts as soon as their micro-batch commits and, when this is an http(s) URL,
+    #: are POSTed to it as JSON, one request per alert with an ``Idempotency-Key`` header.
+    alert_webhook: str = ""
+    #: Seconds one webhook request may take before it counts as failed (retried next batch).
+    alert_timeout_seconds: PositiveSeconds = 5.0
     #: Live-archive strategy for every live-archive query (alaa, llaa, ollaa, sllaa, auto);
     #: empty: each query's own ``strategy``.
     live_archive_strategy: Strategy = ""

@@ -63,6 +63,8 @@ class PatternQuery:
     description: str
     query: str
     attributes: tuple[tuple[str, str], ...] = ()
+    #: new complex events go to gold.alerts and the webhook (docs/alerts.md)
+    alert: bool = False
 
     def compiled(self) -> CompiledQuery:
         """The compiled MATCH_RECOGNIZE statement (cached per process)."""
@@ -83,6 +85,7 @@ class LiveArchiveQuery:
     tolerated_latency: timedelta | None = None
     subwindow: int | None = None
     attributes: tuple[tuple[str, str], ...] = ()
+    alert: bool = False
 
     def spec(self) -> LiveArchiveSpec:
         """The engine's view of this query (both patterns compiled; cached per process)."""
@@ -119,6 +122,7 @@ class AcquisitionQuery:
     step_delay: timedelta = timedelta(seconds=5)
     type_column: str = "event_type"
     attributes: tuple[tuple[str, str], ...] = ()
+    alert: bool = False
 
     def parsed(self):  # noqa: ANN201 - cep_core.planning.And | Seq
         """The pattern with its window in seconds."""
@@ -276,6 +280,14 @@ def load_query(path: Path) -> QueryDefinition:
     except tomllib.TOMLDecodeError as exc:
         raise QueryDefinitionError(f"{path}: not valid TOML: {exc}") from None
     kind = data.get("kind", "pattern")
+    alert = data.get("alert", False)
+    if not isinstance(alert, bool):
+        raise QueryDefinitionError(f"{path}: alert must be true or false, got {alert!r}")
+    if alert and kind not in ("pattern", "live_archive"):
+        raise QueryDefinitionError(f"{path}: alert = true is for queries whose complex events "
+                                   f"go to gold.complex_events (kind 'pattern' or "
+                                   f"'live_archive'), not kind {kind!r}")
+    data = {k: v for k, v in data.items() if k != "alert"}
     common = dict(
         id=_require(data, "id", path),
         version=str(data.get("version", "1")),
@@ -283,9 +295,9 @@ def load_query(path: Path) -> QueryDefinition:
         attributes=_attributes(data, path),
     )
     if kind == "pattern" and "acquisition" in data:
-        return _acquisition_query(data, path, common)
+        return _acquisition_query(data, path, {**common, "alert": alert})
     if kind == "pattern":
-        return PatternQuery(query=_require(data, "query", path), **common)
+        return PatternQuery(query=_require(data, "query", path), alert=alert, **common)
     if kind == "live_archive":
         live, archive = data.get("live", {}), data.get("archive", {})
         strategy = str(data.get("strategy", "auto"))
@@ -309,6 +321,7 @@ def load_query(path: Path) -> QueryDefinition:
             tolerated_latency=None if tl is None else parse_duration(
                 str(tl), f"{path}: tolerated_latency"),
             subwindow=subwindow,
+            alert=alert,
             **common,
         )
     if kind == "uncertain":

@@ -83,6 +83,12 @@ PROBABILISTIC = [
     ("u1", "v1", "m2", "o2", [], [], None, None, None, None, "dp", "pmf does not fit", 3, 0,
      ts(6)),
 ]
+ALERTS = [
+    # alert_id, query_id, query_version, partition_key, start_time, end_time, measures,
+    # batch_id, created_time, delivered_time, attempts, last_error
+    ("m1", "q1", "v1", "o1", ts(1), ts(2), {"n": "2"}, 0, ts(3), ts(3), 1, None),
+    ("m9", "q1", "v1", "o2", ts(1), ts(2), {"n": "1"}, 1, ts(4), None, 2, "HTTP 503"),
+]
 WINDOW_OUTPUTS = [
     ("w1", "v1", "o1", "time", ts(0), ts(10), 0, "count", 2.0, 2, 0, ts(10), 0, ts(11)),
     ("w1", "v1", "o1", "time", ts(0), ts(10), 0, "count", 3.0, 3, 1, ts(12), 1, ts(13)),
@@ -129,6 +135,7 @@ DATA = {
     "silver.quarantine": QUARANTINE,
     "silver.duplicates": DUPLICATES,
     "gold.complex_events": GOLD,
+    "gold.alerts": ALERTS,
     "gold.probabilistic_events": PROBABILISTIC,
     "gold.window_outputs": WINDOW_OUTPUTS,
     "gold.window_state": WINDOW_STATE,
