@@ -920,6 +920,8 @@ def source_of_file(sources: Sequence[Source], home: Path, file_path: str) -> Sou
     path = Path(unquote(parsed.path) if parsed.scheme else file_path)
     paths = {path, path.resolve()}
     for source in sources:
+        if source.format == "kafka":
+            continue  # no landing folder
         landing = source.landing(home)
         for folder in {landing, landing.resolve()}:
             if any(p.parent == folder or folder in p.parents for p in paths):
