@@ -178,6 +178,22 @@ def test_a_kafka_message_is_judged_like_a_json_line_and_its_origin_names_the_sou
     assert map_record(s, value.decode())[0] == "T1"
 
 
+def test_bronze_rows_of_kafka_messages_keep_topic_partition_and_offset(tmp_path: Path) -> None:
+    from lakecep.jobs.bronze import LINES_DDL, split_kafka_messages
+
+    s = source(tmp_path, fmt="kafka", name="pos",
+               extra='[kafka]\nbootstrap_servers = "h:1"\ntopic = "t"')
+    messages = pd.DataFrame({"value": [b'{"a": 1}', None, b"{x"], "topic": ["t", "t", "u"],
+                             "partition": [0, 2, 0], "offset": [7, 0, 12]})
+    split = split_kafka_messages(s, 1000)
+    (out,) = list(split(iter([messages.iloc[:0], messages])))  # an empty batch gives nothing
+    assert list(out.columns) == [c.split()[0] for c in LINES_DDL.split(", ")]
+    assert out["source_file"].tolist() == ["kafka://pos/t/0", "kafka://pos/t/2", "kafka://pos/u/0"]
+    assert out["line_no"].tolist() == [7, 0, 12]
+    assert out["parse_status"].tolist() == ["ok", "empty_line", "malformed_json"]
+    assert out["raw"].tolist()[0] == '{"a": 1}' and out["byte_length"].tolist() == [8, 0, 2]
+
+
 def test_the_source_of_a_landed_file_is_found_by_its_folder(tmp_path: Path) -> None:
     s = source(tmp_path)
     landing = s.landing(tmp_path)
