@@ -184,8 +184,17 @@ def _combined(runs: list[StreamRun]) -> StreamRun:
 def _run_one(spark, settings: Settings, bronze: LakeTable, landing, source,  # noqa: ANN001, PLR0913
              query: str, continuous: bool) -> StreamRun:
     if source is not None and source.format == "kafka":
-        messages = spark.readStream.format("kafka").options(
-            **source.kafka_reader_options()).load()
+        try:
+            messages = spark.readStream.format("kafka").options(
+                **source.kafka_reader_options()).load()
+        except Exception as exc:
+            if "DATA_SOURCE_NOT_FOUND" not in str(exc):
+                raise
+            raise RuntimeError(
+                f"source {source.name!r} ({source.file}): Spark's Kafka source is not on the "
+                "class path; fetch it with `python -m lakecep.jobs.spark fetch-jars` (or "
+                "infra/bootstrap.sh), or add spark-sql-kafka-0-10_2.13 to spark_jars"
+            ) from None
         frame = kafka_bronze_frame(messages, source, settings.max_line_bytes)
         writer = frame.writeStream.format("delta").outputMode("append").option(
             "path", bronze.path)

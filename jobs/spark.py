@@ -217,6 +217,10 @@ def _fetch_jars() -> None:
     (infra/pom.xml)."""
     if _maven_jars():
         print(f"using Maven-fetched jars in {MAVEN_JARS_DIR}")
+        if not any("spark-sql-kafka" in Path(j).name for j in _maven_jars()):
+            print(f"warning: no spark-sql-kafka jar in {MAVEN_JARS_DIR} (fetched with an older "
+                  "infra/pom.xml): empty the folder and run fetch-jars again to read Kafka "
+                  "sources", file=sys.stderr)
         return
     if _ivy_jars():
         print(f"cached in {IVY_DIR}")
