@@ -2,8 +2,10 @@
 # Idempotent set-up of everything lakecep needs on a fresh machine:
 #   1. a Java 17 runtime and Chromium (apt, only if missing; Chromium only as root)
 #   2. the Python 3.11 virtual environment .venv with the pinned lock file
-#   3. the Delta Lake jars in the Ivy cache (Maven fallback: infra/pom.xml)
-#   4. Airflow's SQLite metadata database under $LAKECEP_HOME/airflow
+#   3. the Delta Lake jars and Spark's Kafka source in the Ivy cache (Maven fallback:
+#      infra/pom.xml)
+#   4. Apache Kafka's broker jars for the Kafka source test (infra/kafka-broker.pom.xml)
+#   5. Airflow's SQLite metadata database under $LAKECEP_HOME/airflow
 # A second run with nothing changed takes a few seconds.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -76,8 +78,35 @@ fi
 "$VENV/bin/python" -m compileall -q -j 0 "$ROOT/cep_core" "$ROOT/lakecep" "$ROOT/jobs" \
   "$ROOT/dags" > /dev/null || true
 
-step "Delta Lake jars"
+step "Delta Lake and Spark Kafka jars"
 "$VENV/bin/python" -m lakecep.jobs.spark fetch-jars
+
+# The Kafka source test (tests/integration/test_kafka_source.py) runs a real single-node
+# KRaft broker from these jars; lakecep itself does not need them. Re-fetched when the pom
+# changes; without Maven (and not root to install it) the test skips and says why.
+step "Kafka broker jars (for the Kafka source test)"
+KAFKA_BROKER_DIR=${LAKECEP_KAFKA_BROKER_DIR:-$HOME/.cache/lakecep/kafka-broker}
+kafka_stamp=$(sha256sum "$ROOT/infra/kafka-broker.pom.xml" | cut -d' ' -f1)
+if [ -f "$KAFKA_BROKER_DIR/.complete" ] && [ "$(cat "$KAFKA_BROKER_DIR/.complete")" = "$kafka_stamp" ]; then
+  echo "cached in $KAFKA_BROKER_DIR"
+else
+  if ! command -v mvn >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "mvn not found: installing maven with apt-get"
+    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q maven
+  fi
+  if command -v mvn >/dev/null 2>&1; then
+    rm -rf "$KAFKA_BROKER_DIR" && mkdir -p "$KAFKA_BROKER_DIR"
+    if mvn -q -f "$ROOT/infra/kafka-broker.pom.xml" dependency:copy-dependencies \
+         -DoutputDirectory="$KAFKA_BROKER_DIR" -DincludeScope=runtime; then
+      echo "$kafka_stamp" > "$KAFKA_BROKER_DIR/.complete"
+      echo "$(ls "$KAFKA_BROKER_DIR"/*.jar | wc -l) jars in $KAFKA_BROKER_DIR"
+    else  # test-only: lakecep works without it, the test skips and names this step
+      echo "warning: could not fetch the Kafka broker jars; the Kafka source test will skip"
+    fi
+  else
+    echo "mvn not found and not root: the Kafka source test will be skipped; install maven"
+  fi
+fi
 
 step "Airflow metadata database (SQLite)"
 # shellcheck source=infra/airflow_env.sh

@@ -10,7 +10,11 @@ Limits: one landing file must be smaller than 1 GiB (it is read as one value).
 
 Sources declared in configuration (``lakecep.sources``, docs/sources.md) each get their own
 stream (checkpoint ``bronze_<name>``) over their landing folder; their files are cut into
-records by ``lakecep.sources.file_records`` (JSON lines, CSV records, Parquet rows). Without
+records by ``lakecep.sources.file_records`` (JSON lines, CSV records, Parquet rows). A Kafka
+source (``format = "kafka"``) is read by Spark's Kafka source instead: each message is one
+bronze row, its value judged like a JSON line (``lakecep.sources.message_record``), its origin
+kept as ``source_file = kafka://<source>/<topic>/<partition>`` and ``line_no = offset``; the
+checkpoint holds the offsets read, so the Delta sink is exactly-once there too. Without
 source files the built-in RFID source reads ``landing/events`` exactly as before.
 """
 
@@ -83,6 +87,48 @@ def _splitter(records_of):  # noqa: ANN001, ANN202
     return split
 
 
+def split_kafka_messages(source, max_line_bytes: int):  # noqa: ANN001, ANN201
+    """mapInPandas function: Kafka messages (``value``, ``topic``, ``partition``,
+    ``offset``) of a declared source -> bronze rows (origin = topic, partition, offset)."""
+    from collections.abc import Iterator
+
+    import numpy as np
+    import pandas as pd
+
+    from lakecep.sources import message_record
+
+    prefix = source.origin_prefix()
+
+    def split(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for frame in frames:
+            if frame.empty:
+                continue
+            records = [message_record(v, max_line_bytes) for v in frame["value"]]
+            raw, size, status, error = zip(*records, strict=True)
+            yield pd.DataFrame({
+                "raw": pd.Series(raw, dtype=object),
+                "source_file": [f"{prefix}{t}/{p}" for t, p in
+                                zip(frame["topic"], frame["partition"], strict=True)],
+                "line_no": frame["offset"].to_numpy(dtype=np.int64),
+                "byte_length": np.asarray(size, dtype=np.int32),
+                "parse_status": pd.Series(status, dtype=object),
+                "parse_error": pd.Series(error, dtype=object),
+            })
+
+    return split
+
+
+def kafka_bronze_frame(messages, source, max_line_bytes: int):  # noqa: ANN001, ANN201
+    """Turn a DataFrame of Spark's Kafka source into bronze rows."""
+    from pyspark.sql import functions as F
+
+    lines = messages.select("value", "topic", "partition", "offset").mapInPandas(
+        split_kafka_messages(source, max_line_bytes), LINES_DDL)
+    return lines.select("raw", "source_file", "line_no", "byte_length",
+                        F.current_timestamp().alias("ingest_time"), "parse_status",
+                        "parse_error")
+
+
 def bronze_frame(raw_files, max_line_bytes: int, source=None):  # noqa: ANN001, ANN201
     """Turn a DataFrame of whole files (``value``, ``file_path``) into bronze rows.
 
@@ -137,6 +183,23 @@ def _combined(runs: list[StreamRun]) -> StreamRun:
 
 def _run_one(spark, settings: Settings, bronze: LakeTable, landing, source,  # noqa: ANN001, PLR0913
              query: str, continuous: bool) -> StreamRun:
+    if source is not None and source.format == "kafka":
+        try:
+            messages = spark.readStream.format("kafka").options(
+                **source.kafka_reader_options()).load()
+        except Exception as exc:
+            if "DATA_SOURCE_NOT_FOUND" not in str(exc):
+                raise
+            raise RuntimeError(
+                f"source {source.name!r} ({source.file}): Spark's Kafka source is not on the "
+                "class path; fetch it with `python -m lakecep.jobs.spark fetch-jars` (or "
+                "infra/bootstrap.sh), or add spark-sql-kafka-0-10_2.13 to spark_jars"
+            ) from None
+        frame = kafka_bronze_frame(messages, source, settings.max_line_bytes)
+        writer = frame.writeStream.format("delta").outputMode("append").option(
+            "path", bronze.path)
+        return run_stream(writer, settings, query, continuous=continuous,
+                          input_unit="messages")
     landing.mkdir(parents=True, exist_ok=True)
     files = (
         spark.readStream.format("text")

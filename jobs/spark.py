@@ -1,15 +1,18 @@
 """The one place that builds a SparkSession for lakecep (Delta configured, small defaults).
 
-``python -m lakecep.jobs.spark fetch-jars`` resolves the Delta jars once (Ivy, falling back to
-Maven with ``infra/pom.xml``) so later sessions start offline from the cache.
+``python -m lakecep.jobs.spark fetch-jars`` resolves the Delta jars and Spark's Kafka source
+once (Ivy, falling back to Maven with ``infra/pom.xml``) so later sessions start offline from
+the cache.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
 from collections.abc import Mapping
+from importlib import metadata as _metadata
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +25,12 @@ if TYPE_CHECKING:
 DELTA_VERSION = "4.3.1"
 SCALA_BINARY = "2.13"
 DELTA_PACKAGES = [f"io.delta:delta-spark_{SCALA_BINARY}:{DELTA_VERSION}"]
+#: Spark's own Kafka source (``format = "kafka"`` sources, docs/sources.md): the release of
+#: the installed pyspark (its Kafka client comes with it).
+SPARK_VERSION = _metadata.version("pyspark")
+KAFKA_PACKAGES = [f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY}:{SPARK_VERSION}"]
+#: Everything fetch-jars resolves and every session gets.
+PACKAGES = DELTA_PACKAGES + KAFKA_PACKAGES
 #: The Spark driver's log4j2 configuration, shipped beside this module (package data).
 LOG4J_CONFIG = Path(str(resources.files("lakecep.jobs") / "log4j2.properties"))
 #: Maven fallback of fetch-jars: the pom of a source checkout (not shipped in the wheel).
@@ -38,7 +47,10 @@ QUICK_START_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 
 def _resolved_jars_file() -> Path:
-    return IVY_DIR / f"delta-{DELTA_VERSION}-jars.txt"
+    """The list of jars Ivy resolved for :data:`PACKAGES` (a new package list, a new file:
+    the next fetch-jars resolves again)."""
+    key = hashlib.sha256(",".join(PACKAGES).encode()).hexdigest()[:12]
+    return IVY_DIR / f"delta-{DELTA_VERSION}-jars-{key}.txt"
 
 
 def _ivy_jars() -> list[str]:
@@ -125,7 +137,7 @@ def get_spark(app_name: str = "lakecep", settings: Settings | None = None, *,
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
     else:
-        builder = builder.config("spark.jars.packages", ",".join(DELTA_PACKAGES)).config(
+        builder = builder.config("spark.jars.packages", ",".join(PACKAGES)).config(
             "spark.jars.ivy", str(IVY_DIR)
         )
     scheduler = _pool_file(settings)
@@ -201,9 +213,14 @@ def _archive_workload(home: Path, archive: Path) -> None:
 
 
 def _fetch_jars() -> None:
-    """Make sure the Delta jars are cached: try Spark's Ivy, else Maven (infra/pom.xml)."""
+    """Make sure the jars of :data:`PACKAGES` are cached: try Spark's Ivy, else Maven
+    (infra/pom.xml)."""
     if _maven_jars():
         print(f"using Maven-fetched jars in {MAVEN_JARS_DIR}")
+        if not any("spark-sql-kafka" in Path(j).name for j in _maven_jars()):
+            print(f"warning: no spark-sql-kafka jar in {MAVEN_JARS_DIR} (fetched with an older "
+                  "infra/pom.xml): empty the folder and run fetch-jars again to read Kafka "
+                  "sources", file=sys.stderr)
         return
     if _ivy_jars():
         print(f"cached in {IVY_DIR}")
@@ -216,7 +233,7 @@ def _fetch_jars() -> None:
         "print('\\n'.join(j.removeprefix('file://') for j in jars.split(',') if j), "
         f"file=open({str(listing)!r}, 'w'))"
     )
-    print(f"resolving {', '.join(DELTA_PACKAGES)} through Ivy into {IVY_DIR}")
+    print(f"resolving {', '.join(PACKAGES)} through Ivy into {IVY_DIR}")
     IVY_DIR.mkdir(parents=True, exist_ok=True)
     result = subprocess.run([sys.executable, "-c", probe])
     if result.returncode == 0 and _ivy_jars():

@@ -2,10 +2,12 @@
 
 Reconciliation (nothing is lost): landed lines = bronze rows (one definition of a line,
 ``lakecep.events.landing_lines``; records of ``lakecep.sources.file_records`` for declared
-sources), bronze rows = silver events + duplicates + quarantined rows + filtered rows (a
-source's ``filter`` operator; kept in silver.quarantine with the code ``filtered``, shown
-apart), and reason by reason: bronze rows with ``parse_status`` s != ``ok`` = quarantined rows
-with reason code s, bronze ``ok`` rows = silver + duplicates + the other quarantined rows.
+sources; for a Kafka source the messages read, i.e. the distinct origins (topic, partition,
+offset) in bronze, so a message written twice shows as landed != bronze), bronze rows =
+silver events + duplicates + quarantined rows + filtered rows (a source's ``filter``
+operator; kept in silver.quarantine with the code ``filtered``, shown apart), and reason by
+reason: bronze rows with ``parse_status`` s != ``ok`` = quarantined rows with reason code s,
+bronze ``ok`` rows = silver + duplicates + the other quarantined rows.
 """
 
 from __future__ import annotations
@@ -69,11 +71,31 @@ def count_landed(settings: Settings) -> int:
         return count_landed_lines(settings.landing)
     total = 0
     for source in sources:
+        if source.format == "kafka":
+            continue  # messages read: counted from bronze (kafka_messages_read)
         landing = source.landing(settings.home)
         for path in sorted(landing.glob("*")) if landing.is_dir() else []:
             if path.is_file() and not path.name.startswith((".", "_")):
                 total += count_records(source, path.read_bytes(), settings.max_line_bytes)
     return total
+
+
+def kafka_messages_read(spark, settings: Settings) -> int:  # noqa: ANN001
+    """Messages the Kafka sources read: the distinct origins (``source_file`` =
+    ``kafka://<source>/<topic>/<partition>``, ``line_no`` = offset) in bronze. A message
+    written to bronze twice (a checkpoint deleted and the topic read again) counts once
+    here and twice in bronze, so "landed = bronze" points at it."""
+    from pyspark.sql import functions as F
+
+    from lakecep.sources import KAFKA_ORIGIN, load_sources, sources_dir
+
+    if not any(s.format == "kafka" for s in load_sources(sources_dir(settings))):
+        return 0
+    table = LakeTable(spark, settings, "bronze.events")
+    if not table.exists():
+        return 0
+    return (table.read().where(F.col("source_file").startswith(KAFKA_ORIGIN))
+            .select("source_file", "line_no").distinct().count())
 
 
 def reason_check(spark, settings: Settings) -> Check:  # noqa: ANN001
@@ -161,7 +183,7 @@ def filtered_rows(spark, settings: Settings) -> int:  # noqa: ANN001
 def lake_status(spark, settings: Settings) -> LakeStatus:  # noqa: ANN001
     names = ["bronze.events", "silver.events", "silver.duplicates", "silver.quarantine",
              "gold.complex_events", "gold.window_outputs", "gold.quality_results"]
-    counts = {"landing (lines)": count_landed(settings)}
+    counts = {"landing (lines)": count_landed(settings) + kafka_messages_read(spark, settings)}
     for name in names:
         table = LakeTable(spark, settings, name)
         counts[name] = table.read().count() if table.exists() else 0

@@ -1,8 +1,10 @@
 """Bring your own events: sources declared in configuration, one TOML file per source.
 
 A source file (``$LAKECEP_HOME/sources/<name>.toml``, or ``sources_dir``) says where a
-source's files land, their format (``jsonl``, ``csv``, ``parquet``), the types of its fields
-and how they map onto the event contract (``schemas/events.json``). See docs/sources.md.
+source's files land, their format (``jsonl``, ``csv``, ``parquet``) -- or which Kafka topic
+it reads (``kafka``: each message's value is one record, like a JSON line) --, the types of
+its fields and how they map onto the event contract (``schemas/events.json``). See
+docs/sources.md.
 
 Pure parts live here (no Spark): cutting a landed file into records
 (:func:`file_records`), the mapping of one record to a silver row (:class:`Mapping`,
@@ -33,7 +35,15 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-FORMATS = ("jsonl", "csv", "parquet")
+FORMATS = ("jsonl", "csv", "parquet", "kafka")
+#: bronze ``source_file`` of a Kafka record: ``kafka://<source>/<topic>/<partition>``, with
+#: the message's offset as ``line_no`` (the record's origin: a message read twice is
+#: recognisable, and landed = distinct origins = messages read).
+KAFKA_ORIGIN = "kafka://"
+#: Kafka consumer settings Spark's Kafka source sets itself and refuses (``kafka.<key>``);
+#: ``bootstrap.servers`` is the source file's ``bootstrap_servers``.
+KAFKA_RESERVED = ("bootstrap.servers", "auto.offset.reset", "key.deserializer",
+                  "value.deserializer", "enable.auto.commit", "interceptor.classes")
 #: Field and attribute types (Spark SQL type names).
 FIELD_TYPES = ("string", "bigint", "double", "boolean", "timestamp")
 #: Contract fields a mapping may set (``event_id`` defaults to ``_raw_hash``).
@@ -88,6 +98,13 @@ class Source:
     #: the silver job's quarantine gate for this source (None: the setting
     #: ``max_quarantine_ratio``)
     max_quarantine_ratio: float | None = None
+    #: ``format = "kafka"``: the ``[kafka]`` table (docs/sources.md, "Kafka topics")
+    kafka_servers: str = ""
+    kafka_topic: str = ""
+    kafka_starting_offsets: str = "earliest"
+    kafka_max_offsets_per_trigger: int | None = None
+    #: ``[kafka.options]``: Kafka consumer settings, handed to Spark as ``kafka.<key>``
+    kafka_options: tuple[tuple[str, str], ...] = ()
 
     def landing(self, home: Path) -> Path:
         path = Path(self.path).expanduser()
@@ -95,6 +112,23 @@ class Source:
 
     def field_types(self) -> dict[str, str]:
         return dict(self.fields)
+
+    def origin_prefix(self) -> str:
+        """The start of a Kafka source's bronze ``source_file`` (``kafka://<name>/``)."""
+        return f"{KAFKA_ORIGIN}{self.name}/"
+
+    def kafka_reader_options(self) -> dict[str, str]:
+        """The options of Spark's Kafka source (``spark.readStream.format("kafka")``)."""
+        options = {"kafka.bootstrap.servers": self.kafka_servers,
+                   "subscribe": self.kafka_topic,
+                   "startingOffsets": self.kafka_starting_offsets,
+                   # a topic deleted or aged out under a running stream fails the run
+                   # loudly rather than skipping data silently (the Spark default, explicit)
+                   "failOnDataLoss": "true"}
+        if self.kafka_max_offsets_per_trigger is not None:
+            options["maxOffsetsPerTrigger"] = str(self.kafka_max_offsets_per_trigger)
+        options.update({f"kafka.{k}": v for k, v in self.kafka_options})
+        return options
 
     def attribute_types(self) -> dict[str, str]:
         """The contract of this source's attributes: every declared field that is not
@@ -116,16 +150,18 @@ def _str(data: dict, key: str, where: str, default: str | None = None,
 
 #: The keys a source file may have: at the top, in [time], [csv] and each [[operators]].
 KNOWN_KEYS = ("name", "format", "path", "strict", "mapping", "fields", "time", "csv",
-              "operators", "max_quarantine_ratio")
+              "operators", "max_quarantine_ratio", "kafka")
 TABLE_KEYS = {"time": ("format", "timezone"), "csv": ("header", "delimiter", "quote", "columns"),
-              "operators": ("op", "fields", "field", "value", "where")}
+              "operators": ("op", "fields", "field", "value", "where"),
+              "kafka": ("bootstrap_servers", "topic", "starting_offsets",
+                        "max_offsets_per_trigger", "options")}
 
 
 def unknown_keys(data: dict) -> list[tuple[tuple[str | int, ...], tuple[str, ...]]]:
     """Every unknown key of a parsed source file: ``(key path, the keys known there)``."""
     out: list[tuple[tuple[str | int, ...], tuple[str, ...]]] = [
         ((key,), KNOWN_KEYS) for key in data if key not in KNOWN_KEYS]
-    for table in ("time", "csv"):
+    for table in ("time", "csv", "kafka"):
         if isinstance(data.get(table), dict):
             out += [((table, key), TABLE_KEYS[table]) for key in data[table]
                     if key not in TABLE_KEYS[table]]
@@ -155,8 +191,9 @@ def load_source(path: Path) -> Source:
                           "'events' (the built-in RFID source)", ("name",))
     fmt = _str(data, "format", where)
     if fmt not in FORMATS:
-        raise SourceError(f"{where}: format {fmt!r}: use one of {', '.join(FORMATS)} "
-                          "(kafka and s3a landing are not supported yet)", ("format",))
+        raise SourceError(f"{where}: format {fmt!r}: use one of {', '.join(FORMATS)}",
+                          ("format",))
+    kafka = _kafka(data, fmt, where)
     fields = data.get("fields", {})
     if not isinstance(fields, dict):
         raise SourceError(f"{where}: [fields] must be a table of name = \"type\"", ("fields",))
@@ -204,6 +241,7 @@ def load_source(path: Path) -> Source:
         csv_columns=tuple(csv_opts.get("columns", ())),
         operators=_operators(data.get("operators", []), tuple(fields), where), file=where,
         max_quarantine_ratio=None if ratio is None else float(ratio),
+        **kafka,
     )
     if fmt == "csv" and not source.csv_header and not source.csv_columns:
         raise SourceError(f"{where}: csv.header = false needs csv.columns = [...]",
@@ -214,6 +252,64 @@ def load_source(path: Path) -> Source:
     Mapping.of(source)  # compile the expressions now: a bad one fails at start-up
     return source
 
+
+def _kafka(data: dict, fmt: str, where: str) -> dict[str, Any]:
+    """The ``[kafka]`` table of a source file -> the Kafka fields of :class:`Source`."""
+    table = data.get("kafka")
+    if fmt != "kafka":
+        if table is not None:
+            raise SourceError(f"{where}: [kafka] is only for format = \"kafka\"", ("kafka",))
+        return {}
+    if not isinstance(table, dict):
+        raise SourceError(f"{where}: format = \"kafka\" needs a [kafka] table with "
+                          "bootstrap_servers and topic", ("format",))
+    if "path" in data:
+        raise SourceError(f"{where}: path: a kafka source has no landing folder (it reads "
+                          "[kafka] topic)", ("path",))
+    servers = _str(table, "bootstrap_servers", where, None, "kafka")
+    topic = _str(table, "topic", where, None, "kafka")
+    if not all(_KAFKA_TOPIC.match(t.strip()) for t in topic.split(",")):
+        raise SourceError(f"{where}: kafka.topic {topic!r}: a topic name (letters, digits, "
+                          "'.', '_', '-'), or several joined by ','", ("kafka", "topic"))
+    starting = _str(table, "starting_offsets", where, "earliest", "kafka")
+    if starting not in ("earliest", "latest"):
+        try:
+            parsed = json.loads(starting)
+        except json.JSONDecodeError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise SourceError(f"{where}: kafka.starting_offsets {starting!r}: use \"earliest\", "
+                              "\"latest\" or a JSON object of offsets per topic and partition "
+                              "('{\"t\": {\"0\": 23, \"1\": -2}}')",
+                              ("kafka", "starting_offsets"))
+    most = table.get("max_offsets_per_trigger")
+    if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 1):
+        raise SourceError(f"{where}: kafka.max_offsets_per_trigger must be a positive integer, "
+                          f"got {most!r}", ("kafka", "max_offsets_per_trigger"))
+    options = table.get("options", {})
+    if not isinstance(options, dict):
+        raise SourceError(f"{where}: kafka.options must be a table of Kafka consumer settings "
+                          "([kafka.options])", ("kafka", "options"))
+    passed = []
+    for key, value in options.items():
+        name = key.removeprefix("kafka.")
+        if name in KAFKA_RESERVED:
+            raise SourceError(
+                f"{where}: kafka.options.{key}: lakecep and Spark's Kafka source set "
+                f"{name} themselves" + (" (use kafka.bootstrap_servers)"
+                                        if name == "bootstrap.servers" else ""),
+                ("kafka", "options", key))
+        if isinstance(value, dict | list) or value is None:
+            raise SourceError(f"{where}: kafka.options.{key} must be a string, number or "
+                              f"boolean, got {value!r}", ("kafka", "options", key))
+        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        passed.append((name, text))
+    return {"kafka_servers": servers, "kafka_topic": ",".join(t.strip() for t in topic.split(",")),
+            "kafka_starting_offsets": starting, "kafka_max_offsets_per_trigger": most,
+            "kafka_options": tuple(passed)}
+
+
+_KAFKA_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 OPERATORS = ("keep_fields", "drop_fields", "fill", "filter")
 
@@ -363,6 +459,15 @@ def file_records(source: Source, data: bytes,
         else:
             yield json.dumps(dict(zip(header, fields, strict=True)), ensure_ascii=False), size, \
                 "ok", None
+
+
+def message_record(value: bytes | None, max_line_bytes: int) -> tuple[str, int, str, str | None]:
+    """The record of one Kafka message: its value, judged exactly like a JSON line
+    (``lakecep.events.judge_line``); a message without a value (a tombstone) is an
+    ``empty_line``. ``(raw, byte_length, parse_status, parse_error)``."""
+    from lakecep.events import judge_line
+
+    return judge_line(bytes(value) if value is not None else b"", max_line_bytes)
 
 
 def _finite(row: dict) -> bool:
@@ -804,13 +909,19 @@ def map_frame(source: Source, raw: Sequence[str | None]) -> list[tuple[Any, ...]
 
 def source_of_file(sources: Sequence[Source], home: Path, file_path: str) -> Source | None:
     """The source whose landing folder holds ``file_path`` (a Spark ``file:`` URI or a
-    path), or None (the built-in RFID landing)."""
+    path; a Kafka source's origin ``kafka://<source>/...``), or None (the built-in RFID
+    landing)."""
     from urllib.parse import unquote, urlparse
 
+    if file_path.startswith(KAFKA_ORIGIN):
+        return next((s for s in sources if s.format == "kafka"
+                     and file_path.startswith(s.origin_prefix())), None)
     parsed = urlparse(file_path)
     path = Path(unquote(parsed.path) if parsed.scheme else file_path)
     paths = {path, path.resolve()}
     for source in sources:
+        if source.format == "kafka":
+            continue  # no landing folder
         landing = source.landing(home)
         for folder in {landing, landing.resolve()}:
             if any(p.parent == folder or folder in p.parents for p in paths):

@@ -26,6 +26,7 @@ from lakecep.sources import (
     load_sources,
     map_frame,
     map_record,
+    message_record,
     raw_hash,
     source_of_file,
     time_parser,
@@ -84,7 +85,21 @@ def test_no_source_folder_means_no_sources(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ('format = "kafka"', "kafka and s3a landing are not supported yet"),
+    ('format = "kafka"', 'format = "kafka" needs a [kafka] table'),
+    ('format = "kafka"\n[kafka]\ntopic = "t"', "'kafka.bootstrap_servers' must be a non-empty"),
+    ('format = "kafka"\n[kafka]\nbootstrap_servers = "h:1"\ntopic = "a b"',
+     "kafka.topic 'a b': a topic name"),
+    ('format = "kafka"\n[kafka]\nbootstrap_servers = "h:1"\ntopic = "t"\n'
+     'starting_offsets = "first"', "kafka.starting_offsets 'first'"),
+    ('format = "kafka"\n[kafka]\nbootstrap_servers = "h:1"\ntopic = "t"\n'
+     "max_offsets_per_trigger = 0", "max_offsets_per_trigger must be a positive integer"),
+    ('format = "kafka"\n[kafka]\nbootstrap_servers = "h:1"\ntopic = "t"\nbroker = "h:2"',
+     "unknown key 'kafka.broker'"),
+    ('format = "kafka"\n[kafka]\nbootstrap_servers = "h:1"\ntopic = "t"\n[kafka.options]\n'
+     '"auto.offset.reset" = "earliest"', "kafka.options.auto.offset.reset: lakecep and Spark"),
+    ('format = "kafka"\npath = "x"\n[kafka]\nbootstrap_servers = "h:1"\ntopic = "t"',
+     "a kafka source has no landing folder"),
+    ('format = "jsonl"\n[kafka]\ntopic = "t"', '[kafka] is only for format = "kafka"'),
     ('format = "jsonl"\nbogus = 1', "unknown key 'bogus'"),
     ('format = "jsonl"\n[mapping]\nobject_id = "a"', "lacks event_type, source_id, event_time"),
     ('format = "jsonl"\n[fields]\na = "float"', "fields.a has type 'float'"),
@@ -111,6 +126,72 @@ def test_aggregates_and_navigation_are_not_mapping_expressions(tmp_path: Path) -
 def test_an_unknown_time_zone_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(SourceError, match="Mars/Base"):
         source(tmp_path, zone="Mars/Base")
+
+
+KAFKA = """[kafka]
+bootstrap_servers = "10.0.0.1:9092,10.0.0.2:9092"
+topic = "cards, refunds"
+starting_offsets = '{"cards": {"0": 5}}'
+max_offsets_per_trigger = 500
+[kafka.options]
+"security.protocol" = "SASL_SSL"
+"kafka.request.timeout.ms" = 30000
+"check.crcs" = true
+"""
+
+
+def test_a_kafka_source_becomes_the_options_of_sparks_kafka_source(tmp_path: Path) -> None:
+    s = source(tmp_path, fmt="kafka", extra=KAFKA, name="pos")
+    assert s.kafka_reader_options() == {
+        "kafka.bootstrap.servers": "10.0.0.1:9092,10.0.0.2:9092",
+        "subscribe": "cards,refunds", "startingOffsets": '{"cards": {"0": 5}}',
+        "failOnDataLoss": "true", "maxOffsetsPerTrigger": "500",
+        "kafka.security.protocol": "SASL_SSL", "kafka.request.timeout.ms": "30000",
+        "kafka.check.crcs": "true"}
+    plain = source(tmp_path, fmt="kafka", name="plain",
+                   extra='[kafka]\nbootstrap_servers = "h:1"\ntopic = "t"')
+    assert plain.kafka_reader_options()["startingOffsets"] == "earliest"
+    assert "maxOffsetsPerTrigger" not in plain.kafka_reader_options()
+
+
+def test_the_shipped_kafka_example_loads() -> None:
+    (s,) = load_sources(CARDS / "kafka")
+    assert (s.name, s.format, s.kafka_topic) == ("cards_kafka", "kafka", "cards")
+    assert attribute_types([s]) == {"amount": "double", "merchant": "string"}
+
+
+def test_a_kafka_message_is_judged_like_a_json_line_and_its_origin_names_the_source(
+        tmp_path: Path) -> None:
+    s = source(tmp_path, fmt="kafka", name="pos",
+               extra='[kafka]\nbootstrap_servers = "h:1"\ntopic = "t"')
+    other = source(tmp_path, fmt="kafka", name="pos2",
+                   extra='[kafka]\nbootstrap_servers = "h:1"\ntopic = "t"')
+    value = line(txn_id="T1", card="c", amount=612.5, ts="2026-01-12T10:00:00Z").encode()
+    assert message_record(value, 1000) == (value.decode(), len(value), "ok", None)
+    assert message_record(None, 1000)[2] == "empty_line"  # a tombstone
+    assert message_record(b"{not json", 1000)[2] == "malformed_json"
+    assert message_record(b"\xff{}", 1000)[2] == "invalid_utf8"
+    assert message_record(value, 10)[2] == "oversized"
+    assert source_of_file([s, other], tmp_path, "kafka://pos/t/2") == s
+    assert source_of_file([s, other], tmp_path, "kafka://pos2/t/0") == other
+    assert source_of_file([s], tmp_path, "kafka://gone/t/0") is None
+    assert map_record(s, value.decode())[0] == "T1"
+
+
+def test_bronze_rows_of_kafka_messages_keep_topic_partition_and_offset(tmp_path: Path) -> None:
+    from lakecep.jobs.bronze import LINES_DDL, split_kafka_messages
+
+    s = source(tmp_path, fmt="kafka", name="pos",
+               extra='[kafka]\nbootstrap_servers = "h:1"\ntopic = "t"')
+    messages = pd.DataFrame({"value": [b'{"a": 1}', None, b"{x"], "topic": ["t", "t", "u"],
+                             "partition": [0, 2, 0], "offset": [7, 0, 12]})
+    split = split_kafka_messages(s, 1000)
+    (out,) = list(split(iter([messages.iloc[:0], messages])))  # an empty batch gives nothing
+    assert list(out.columns) == [c.split()[0] for c in LINES_DDL.split(", ")]
+    assert out["source_file"].tolist() == ["kafka://pos/t/0", "kafka://pos/t/2", "kafka://pos/u/0"]
+    assert out["line_no"].tolist() == [7, 0, 12]
+    assert out["parse_status"].tolist() == ["ok", "empty_line", "malformed_json"]
+    assert out["raw"].tolist()[0] == '{"a": 1}' and out["byte_length"].tolist() == [8, 0, 2]
 
 
 def test_the_source_of_a_landed_file_is_found_by_its_folder(tmp_path: Path) -> None:

@@ -272,6 +272,26 @@ def test_source_files_bad_toml_unknown_keys_and_mapping_expressions(tmp_path: Pa
     assert report.problems[1].hint.startswith("known there: format, timezone")
 
 
+def test_a_kafka_source_file_validates_and_bad_kafka_keys_are_placed(tmp_path: Path) -> None:
+    queries, sources = lake(tmp_path, CARD_QUERY.replace("BIG.amout", "BIG.amount"))
+    assert sources is not None
+    shutil.copy(CARDS / "kafka" / "cards_kafka.toml", sources)
+    report = validate(queries, sources)
+    assert report.problems == [] and len(report.source_files) == 4
+    path = sources / "cards_kafka.toml"
+    text = path.read_text().replace('topic = "cards"', 'topik = "cards"')
+    path.write_text(text)
+    problem = only(validate(queries, sources), "source_error")
+    assert (problem.line, problem.column, problem.message) == (
+        *position(text, "topik"), "unknown key 'kafka.topik'; did you mean 'topic'?")
+    text = text.replace('topik = "cards"', 'topic = "cards"').replace(
+        '"request.timeout.ms"', '"value.deserializer" = "x"\n"request.timeout.ms"')
+    path.write_text(text)
+    problem = only(validate(queries, sources), "source_error")
+    assert (problem.line, problem.column) == position(text, '"value.deserializer"')
+    assert "value.deserializer themselves" in problem.message
+
+
 def test_mapping_expression_types_are_checked(tmp_path: Path) -> None:
     queries, sources = lake(tmp_path, CARD_QUERY.replace("BIG.amout", "BIG.amount"))
     assert sources is not None
