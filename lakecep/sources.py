@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from lakecep.config import Uri, is_uri, location
+
 FORMATS = ("jsonl", "csv", "parquet")
 #: Field and attribute types (Spark SQL type names).
 FIELD_TYPES = ("string", "bigint", "double", "boolean", "timestamp")
@@ -89,9 +91,10 @@ class Source:
     #: ``max_quarantine_ratio``)
     max_quarantine_ratio: float | None = None
 
-    def landing(self, home: Path) -> Path:
-        path = Path(self.path).expanduser()
-        return path if path.is_absolute() else home / path
+    def landing(self, home: Path) -> Path | Uri:
+        """The landing folder, or an object-store URI (``s3a://bucket/prefix``)."""
+        where = location(self.path)
+        return where if isinstance(where, Uri) else home / where
 
     def field_types(self) -> dict[str, str]:
         return dict(self.fields)
@@ -807,11 +810,19 @@ def source_of_file(sources: Sequence[Source], home: Path, file_path: str) -> Sou
     path), or None (the built-in RFID landing)."""
     from urllib.parse import unquote, urlparse
 
+    if is_uri(file_path):  # an object store: the source whose landing URI is a prefix
+        for source in sources:
+            landing = source.landing(home)
+            if isinstance(landing, Uri) and file_path.startswith(f"{landing}/"):
+                return source
+        return None
     parsed = urlparse(file_path)
     path = Path(unquote(parsed.path) if parsed.scheme else file_path)
     paths = {path, path.resolve()}
     for source in sources:
         landing = source.landing(home)
+        if isinstance(landing, Uri):
+            continue
         for folder in {landing, landing.resolve()}:
             if any(p.parent == folder or folder in p.parents for p in paths):
                 return source
