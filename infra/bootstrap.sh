@@ -2,7 +2,8 @@
 # Idempotent set-up of everything lakecep needs on a fresh machine:
 #   1. a Java 17 runtime and Chromium (apt, only if missing; Chromium only as root)
 #   2. the Python 3.11 virtual environment .venv with the pinned lock file
-#   3. the Delta Lake jars in the Ivy cache (Maven fallback: infra/pom.xml)
+#   3. the Delta Lake and S3A (hadoop-aws) jars in the Ivy cache (Maven fallback:
+#      infra/pom.xml, infra/pom-hadoop-aws.xml)
 #   4. Airflow's SQLite metadata database under $LAKECEP_HOME/airflow
 # A second run with nothing changed takes a few seconds.
 set -euo pipefail
@@ -76,7 +77,7 @@ fi
 "$VENV/bin/python" -m compileall -q -j 0 "$ROOT/cep_core" "$ROOT/lakecep" "$ROOT/jobs" \
   "$ROOT/dags" > /dev/null || true
 
-step "Delta Lake jars"
+step "Delta Lake and S3A jars"
 "$VENV/bin/python" -m lakecep.jobs.spark fetch-jars
 
 step "Airflow metadata database (SQLite)"

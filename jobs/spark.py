@@ -69,9 +69,6 @@ def s3a_packages() -> list[str]:
             *(f"software.amazon.awssdk:{m}:{sdk}" for m in ("s3", "s3-transfer-manager", "sts"))]
 
 
-#: Put the cached S3A jars on every session's class path, not only where a location or a
-#: Spark setting names S3A (measured: docs/object-stores.md, "Cost").
-S3A_ALWAYS = False
 #: What the S3A resolution leaves out: the SDK bundle (its modules are named instead).
 S3A_EXCLUDES = "software.amazon.awssdk:bundle"
 
@@ -183,11 +180,14 @@ def _driver_java_options(settings: Settings, dump_archive: Path | None = None) -
 
 def get_spark(app_name: str = "lakecep", settings: Settings | None = None, *,
               extra_conf: Mapping[str, str] | None = None,
+              object_store: bool | None = None,
               _dump_archive: Path | None = None) -> SparkSession:
     """Return the (single) SparkSession of this process, configured for Delta.
 
     ``extra_conf``: more Spark settings on top of lakecep's (the Connect server's plugin
-    and address, ``jobs/connect.py``)."""
+    and address, ``jobs/connect.py``). ``object_store``: put the S3A jars on the class
+    path (None: when :func:`uses_object_store`; a long-lived session that may meet an
+    ``s3a://`` lake later, e.g. the tests', says True: the jars must be there at start)."""
     from pyspark.sql import SparkSession
 
     settings = settings or load_settings()
@@ -214,11 +214,13 @@ def get_spark(app_name: str = "lakecep", settings: Settings | None = None, *,
     )
     jars = [j for j in settings.spark_jars.split(",") if j] or _maven_jars() or _ivy_jars()
     packages = [] if jars else list(DELTA_PACKAGES)
-    if (S3A_ALWAYS or uses_object_store(settings)) and not settings.spark_jars:
+    if object_store is None:
+        object_store = uses_object_store(settings)
+    if object_store and not settings.spark_jars:
         cached = s3a_jars()
         if cached:
             jars += cached
-        elif uses_object_store(settings):  # resolved now (and cached by Ivy)
+        else:  # resolved now (and cached by Ivy)
             packages += s3a_packages()
             builder = builder.config("spark.jars.excludes", S3A_EXCLUDES)
     if jars:
