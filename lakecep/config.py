@@ -252,7 +252,7 @@ class Settings:
     #: Spark settings handed to the session unchanged (``spark.*`` keys; they win over
     #: lakecep's own): a ``[spark]`` table or quoted ``"spark.…"`` keys in the settings
     #: file, ``key=value`` lines in ``$LAKECEP_SPARK_CONF``, ``--set spark.…=value``.
-    spark_conf: SparkConf = field(default_factory=dict)
+    spark_conf: SparkConf = field(default_factory=dict, hash=False)
 
     # Derived locations -------------------------------------------------------------
     @property

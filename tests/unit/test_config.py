@@ -172,3 +172,10 @@ def test_bad_spark_settings_and_locations(tmp_path: Path, env: dict, message: st
 def test_spark_setting_without_value_on_the_command_line() -> None:
     with pytest.raises(ConfigError, match="expected key=value"):
         parse_overrides(["spark.sql.shuffle.partitions"])
+
+
+def test_settings_with_spark_settings_stay_hashable(tmp_path: Path) -> None:
+    settings = load_settings({"LAKECEP_HOME": str(tmp_path),
+                              "LAKECEP_SPARK_CONF": "spark.sql.shuffle.partitions=2"})
+    assert hash(settings) == hash(dataclasses.replace(settings, spark_conf={}))
+    assert settings != dataclasses.replace(settings, spark_conf={})
