@@ -135,13 +135,12 @@ def _not_in_spark(jars: list[str], *, ivy: bool = True) -> list[str]:
 def uses_object_store(settings: Settings) -> bool:
     """Whether the lake, the landing, a declared source or a Spark setting names S3A."""
     from lakecep.config import is_uri
+    from lakecep.sources import SourceError, load_sources, sources_dir
 
     places = [settings.lake_dir, settings.landing_dir]
     try:
-        from lakecep.sources import load_sources, sources_dir
-
         places += [s.path for s in load_sources(sources_dir(settings))]
-    except Exception:  # noqa: BLE001 -- a broken source file is reported by its job
+    except SourceError:  # reported by the job that reads the sources, with its hint
         pass
     return (any(is_uri(p) and str(p).lower().startswith("s3") for p in places)
             or any(".s3a." in k for k in settings.spark_conf))
