@@ -2,8 +2,8 @@
 # Idempotent set-up of everything lakecep needs on a fresh machine:
 #   1. a Java 17 runtime and Chromium (apt, only if missing; Chromium only as root)
 #   2. the Python 3.11 virtual environment .venv with the pinned lock file
-#   3. the Delta Lake jars and Spark's Kafka source in the Ivy cache (Maven fallback:
-#      infra/pom.xml)
+#   3. the Delta Lake, Spark Kafka source and S3A (hadoop-aws) jars in the Ivy cache (Maven
+#      fallback: infra/pom.xml, infra/pom-hadoop-aws.xml)
 #   4. Apache Kafka's broker jars for the Kafka source test (infra/kafka-broker.pom.xml)
 #   5. Airflow's SQLite metadata database under $LAKECEP_HOME/airflow
 # A second run with nothing changed takes a few seconds.
@@ -78,7 +78,7 @@ fi
 "$VENV/bin/python" -m compileall -q -j 0 "$ROOT/cep_core" "$ROOT/lakecep" "$ROOT/jobs" \
   "$ROOT/dags" > /dev/null || true
 
-step "Delta Lake and Spark Kafka jars"
+step "Delta Lake, Spark Kafka and S3A jars"
 "$VENV/bin/python" -m lakecep.jobs.spark fetch-jars
 
 # The Kafka source test (tests/integration/test_kafka_source.py) runs a real single-node

@@ -172,6 +172,23 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
     return runs[-1] if len(runs) == 1 else _combined(runs)
 
 
+def make_folder(spark, where) -> None:  # noqa: ANN001
+    """Create the folder ``where`` (a local path, or an object-store URI through Hadoop's
+    file system: S3A writes a directory marker), so that a stream over a landing nobody
+    wrote to yet starts empty instead of failing. Under Spark Connect (no JVM handle) an
+    object-store folder must exist already."""
+    from lakecep.config import Uri
+
+    if not isinstance(where, Uri):
+        where.mkdir(parents=True, exist_ok=True)
+        return
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return
+    path = jvm.org.apache.hadoop.fs.Path(str(where))
+    path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf()).mkdirs(path)
+
+
 def _combined(runs: list[StreamRun]) -> StreamRun:
     import dataclasses
 
@@ -200,7 +217,7 @@ def _run_one(spark, settings: Settings, bronze: LakeTable, landing, source,  # n
             "path", bronze.path)
         return run_stream(writer, settings, query, continuous=continuous,
                           input_unit="messages")
-    landing.mkdir(parents=True, exist_ok=True)
+    make_folder(spark, landing)
     files = (
         spark.readStream.format("text")
         .option("wholetext", "true")

@@ -199,6 +199,10 @@ def generate(
     truth into $LAKECEP_HOME/landing/_truth/truth.json.
     """
     cfg = settings()
+    from lakecep.config import local_only
+
+    local_only(cfg.landing, "`lakecep generate` (it writes local files: generate into a local "
+               "landing_dir and copy the files to the object store)")
     started = time.monotonic()
     if kind is not Kind.rfid:
         from lakecep import ticks, uncertain_events
@@ -654,8 +658,11 @@ def show_config(
     command line)."""
     from dataclasses import asdict
 
+    from lakecep.config import redacted
+
     loaded = _loaded()
     values = asdict(loaded.settings)
+    values["spark_conf"] = redacted(values["spark_conf"])  # no credentials on the screen
     if json_out:
         console.emit_json({"config_file": loaded.config_file,
                            "settings": {k: {"value": v, "source": loaded.sources[k]}

@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakecep.config import Settings
+from lakecep.config import Settings, local_only
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -268,7 +268,8 @@ def lake_tables(settings: Settings) -> dict[str, Path]:
 
     found = {}
     for name in schemas.tables():
-        folder = settings.table_path(name)
+        folder = local_only(settings.table_path(name),
+                            "`lakecep server` (it finds the lake's tables on the local disk)")
         log = folder / "_delta_log"
         if log.is_dir() and any(p.suffix in (".json", ".parquet") for p in log.iterdir()):
             found[name] = folder

@@ -628,9 +628,12 @@ def _gx_run_name(run_id: str) -> str:
 
 
 def _table_exists(spark: SparkSession, path: Path) -> bool:
+    """``path``: a local folder or an object-store URI (``lakecep.config.Uri``)."""
     from delta.tables import DeltaTable
 
-    return path.exists() and DeltaTable.isDeltaTable(spark, str(path))
+    from lakecep.config import Uri
+
+    return (isinstance(path, Uri) or path.exists()) and DeltaTable.isDeltaTable(spark, str(path))
 
 
 def run(spark: SparkSession, settings: Settings, *, run_id: str | None = None,

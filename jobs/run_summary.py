@@ -2,7 +2,9 @@
 
 Rows out are read from the output tables' Delta logs (``_delta_log/*.json`` commit
 metrics of the versions the job wrote), so no Spark query is needed and the numbers are
-the ones Delta recorded. The CLI renders :class:`StageSummary` rows as one table (or JSON).
+the ones Delta recorded; a lake on an object store is read through the active Spark
+session (Delta's history: the same commit metrics). The CLI renders
+:class:`StageSummary` rows as one table (or JSON).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from lakecep.config import Settings
+from lakecep.config import Settings, Uri
 
 #: Per job: (main output table, quarantine table, duplicates table).
 OUTPUTS: dict[str, tuple[str, str | None, str | None]] = {
@@ -45,6 +47,23 @@ class StageSummary:
         return asdict(self)
 
 
+def _history(table: Uri) -> dict[int, dict[str, str]]:
+    """Version -> operation metrics of every commit of the Delta table at ``table`` (an
+    object-store URI), from Delta's history through the active Spark session."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        raise RuntimeError(f"the run summary reads the history of {table} through Spark "
+                           "(the lake is on an object store), but no session is active")
+    if not DeltaTable.isDeltaTable(spark, str(table)):
+        return {}
+    rows = DeltaTable.forPath(spark, str(table)).history().select(
+        "version", "operationMetrics").collect()
+    return {int(r[0]): dict(r[1] or {}) for r in rows}
+
+
 def _commits(table: Path) -> dict[int, Path]:
     log = table / "_delta_log"
     if not log.is_dir():
@@ -52,15 +71,20 @@ def _commits(table: Path) -> dict[int, Path]:
     return {int(p.stem): p for p in log.glob("*.json") if p.stem.isdigit()}
 
 
-def table_version(table: Path) -> int | None:
+def table_version(table: Path | Uri) -> int | None:
     """Newest committed version of the Delta table at ``table`` (None: no table yet)."""
-    commits = _commits(table)
+    commits = _history(table) if isinstance(table, Uri) else _commits(table)
     return max(commits) if commits else None
 
 
-def rows_written(table: Path, after: int | None) -> int:
+def rows_written(table: Path | Uri, after: int | None) -> int:
     """Rows the commits after version ``after`` added (Delta's own operation metrics)."""
     total = 0
+    if isinstance(table, Uri):
+        for version, metrics in _history(table).items():
+            if after is None or version > after:
+                total += _added(metrics)
+        return total
     for version, path in _commits(table).items():
         if after is not None and version <= after:
             continue
@@ -68,10 +92,13 @@ def rows_written(table: Path, after: int | None) -> int:
             info = json.loads(line).get("commitInfo") if line.strip() else None
             if not info:
                 continue
-            metrics = info.get("operationMetrics") or {}
-            value = metrics.get("numOutputRows", metrics.get("numTargetRowsInserted", 0))
-            total += int(value or 0)
+            total += _added(info.get("operationMetrics") or {})
     return total
+
+
+def _added(metrics: dict[str, Any]) -> int:
+    """Rows one commit added, by its operation metrics."""
+    return int(metrics.get("numOutputRows", metrics.get("numTargetRowsInserted", 0)) or 0)
 
 
 def versions(settings: Settings, job: str) -> dict[str, int | None]:

@@ -1,8 +1,9 @@
 """The one place that builds a SparkSession for lakecep (Delta configured, small defaults).
 
-``python -m lakecep.jobs.spark fetch-jars`` resolves the Delta jars and Spark's Kafka source
-once (Ivy, falling back to Maven with ``infra/pom.xml``) so later sessions start offline from
-the cache.
+``python -m lakecep.jobs.spark fetch-jars`` resolves the Delta jars, Spark's Kafka source
+and the S3A connector (``hadoop-aws`` at the Hadoop version of the installed pyspark, with
+the AWS SDK modules it uses) once (Ivy, falling back to Maven with ``infra/pom.xml`` and
+``infra/pom-hadoop-aws.xml``) so later sessions start offline from the cache.
 """
 
 from __future__ import annotations
@@ -44,6 +45,40 @@ IVY_DIR = Path(os.environ.get("LAKECEP_IVY_DIR", Path.home() / ".cache/lakecep/i
 CDS_DIR = Path(os.environ.get("LAKECEP_CDS_DIR", Path(sys.prefix) / "share" / "lakecep" / "cds"))
 #: C1 JIT only: compiling less costs about a third of a short job's CPU (docs/configuration.md).
 QUICK_START_OPTIONS = "-XX:TieredStopAtLevel=1"
+#: AWS SDK v2 version each Hadoop release's hadoop-aws was built with (hadoop-project's
+#: ``aws-java-sdk-v2.version``). hadoop-aws depends on the SDK's 640 MB ``bundle``; lakecep
+#: excludes it and takes the modules S3A loads (~15 MB): s3, s3-transfer-manager, sts.
+AWS_SDK_VERSIONS = {"3.4.2": "2.29.52", "3.4.1": "2.24.6", "3.4.0": "2.23.19"}
+#: Maven fallback of the S3A jars (a source checkout's infra/pom-hadoop-aws.xml).
+S3A_POM = POM.parent / "pom-hadoop-aws.xml"
+
+
+def hadoop_version() -> str:
+    """The Hadoop version bundled with the installed pyspark (its hadoop-client-api jar)."""
+    import pyspark
+
+    jars = Path(pyspark.__file__).resolve().parent / "jars"
+    found = sorted(jars.glob("hadoop-client-api-*.jar"))
+    if not found:
+        raise RuntimeError(f"no hadoop-client-api-*.jar in {jars}: cannot tell which "
+                           "hadoop-aws fits this pyspark")
+    return found[-1].name.removeprefix("hadoop-client-api-").removesuffix(".jar")
+
+
+def s3a_packages() -> list[str]:
+    """Maven coordinates of the S3A connector for this pyspark's Hadoop."""
+    version = hadoop_version()
+    sdk = AWS_SDK_VERSIONS.get(version)
+    if sdk is None:
+        raise RuntimeError(f"no AWS SDK version known for Hadoop {version} (pyspark's): add "
+                           "it to AWS_SDK_VERSIONS in jobs/spark.py (hadoop-project's "
+                           "aws-java-sdk-v2.version), or give the jars with spark_jars")
+    return [f"org.apache.hadoop:hadoop-aws:{version}",
+            *(f"software.amazon.awssdk:{m}:{sdk}" for m in ("s3", "s3-transfer-manager", "sts"))]
+
+
+#: What the S3A resolution leaves out: the SDK bundle (its modules are named instead).
+S3A_EXCLUDES = "software.amazon.awssdk:bundle"
 
 
 def _resolved_jars_file() -> Path:
@@ -69,6 +104,57 @@ def _maven_jars() -> list[str]:
     if not MAVEN_JARS_DIR.is_dir():
         return []
     return sorted(str(p) for p in MAVEN_JARS_DIR.glob("*.jar"))
+
+
+def _s3a_listing() -> Path:
+    return IVY_DIR / f"hadoop-aws-{hadoop_version()}-jars.txt"
+
+
+def s3a_jars() -> list[str]:
+    """The cached S3A jars (``fetch-jars``): Maven's folder, else Ivy's listing; [] if
+    they are not (all) there."""
+    maven = MAVEN_JARS_DIR / "hadoop-aws"
+    if maven.is_dir() and list(maven.glob("hadoop-aws-*.jar")):
+        return sorted(str(p) for p in maven.glob("*.jar"))
+    listing = _s3a_listing()
+    if not listing.exists():
+        return []
+    jars = listing.read_text().split()
+    return jars if jars and all(Path(j).exists() for j in jars) else []
+
+
+def _not_in_spark(jars: list[str], *, ivy: bool = True) -> list[str]:
+    """``jars`` without the artifacts pyspark already ships (netty, httpclient, slf4j ...:
+    Spark's own copy is loaded first anyway; a second, older one only adds confusion).
+    ``ivy``: the names are Ivy's ``<organisation>_<artifact>-<revision>.jar``."""
+    import re
+
+    import pyspark
+
+    def artifact(path: str, org_prefix: bool) -> str:
+        name = path.rsplit("/", 1)[-1]
+        if org_prefix:
+            name = name.split("_", 1)[-1]
+        return re.sub(r"-\d[\w.\-]*\.jar$", "", name)
+
+    shipped = {artifact(p.name, False) for p in
+               (Path(pyspark.__file__).resolve().parent / "jars").glob("*.jar")}
+    shipped.add("commons-logging")  # Spark has jcl-over-slf4j instead
+    return [j for j in jars if artifact(j, ivy) not in shipped]
+
+
+def uses_object_store(settings: Settings) -> bool:
+    """Whether the lake, the landing, a declared source or a Spark setting names S3A."""
+    from lakecep.config import is_uri
+    from lakecep.sources import SourceError, load_sources, sources_dir
+
+    places = [settings.lake_dir, settings.landing_dir]
+    try:
+        places += [s.path for s in load_sources(sources_dir(settings))]
+    except SourceError:  # reported by the job that reads the sources, with its hint
+        pass
+    return (any(is_uri(p) and str(p).lower().startswith("s3") for p in places)
+            or any(".s3a." in k for k in settings.spark_conf))
 
 
 def cds_archive() -> Path:
@@ -104,11 +190,14 @@ def _driver_java_options(settings: Settings, dump_archive: Path | None = None) -
 
 def get_spark(app_name: str = "lakecep", settings: Settings | None = None, *,
               extra_conf: Mapping[str, str] | None = None,
+              object_store: bool | None = None,
               _dump_archive: Path | None = None) -> SparkSession:
     """Return the (single) SparkSession of this process, configured for Delta.
 
     ``extra_conf``: more Spark settings on top of lakecep's (the Connect server's plugin
-    and address, ``jobs/connect.py``)."""
+    and address, ``jobs/connect.py``). ``object_store``: put the S3A jars on the class
+    path (None: when :func:`uses_object_store`; a long-lived session that may meet an
+    ``s3a://`` lake later, e.g. the tests', says True: the jars must be there at start)."""
     from pyspark.sql import SparkSession
 
     settings = settings or load_settings()
@@ -134,19 +223,35 @@ def get_spark(app_name: str = "lakecep", settings: Settings | None = None, *,
         .config("spark.driver.extraJavaOptions", _driver_java_options(settings, _dump_archive))
     )
     jars = [j for j in settings.spark_jars.split(",") if j] or _maven_jars() or _ivy_jars()
+    packages = [] if jars else list(PACKAGES)
+    if object_store is None:
+        object_store = uses_object_store(settings)
+    if object_store and not settings.spark_jars:
+        cached = s3a_jars()
+        if cached:
+            jars += cached
+        else:  # resolved now (and cached by Ivy)
+            packages += s3a_packages()
+            builder = builder.config("spark.jars.excludes", S3A_EXCLUDES)
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
-    else:
-        builder = builder.config("spark.jars.packages", ",".join(PACKAGES)).config(
+    if packages:
+        builder = builder.config("spark.jars.packages", ",".join(packages)).config(
             "spark.jars.ivy", str(IVY_DIR)
         )
     scheduler = _pool_file(settings)
     if scheduler:  # the tuned configuration's per-query pools (docs/tuning.md)
         builder = builder.config("spark.scheduler.mode", "FAIR").config(
             "spark.scheduler.allocation.file", scheduler)
-    for key, value in (extra_conf or {}).items():
-        builder = builder.config(key, value)
+    for key, value in {**settings.spark_conf, **(extra_conf or {})}.items():
+        builder = builder.config(key, value)  # the user's spark.* settings win over lakecep's
     spark = builder.getOrCreate()
+    # Hadoop settings also at run time, as the session's own: a session that was already
+    # running (a test's, an embedding application's) ignores spark.hadoop.* from the
+    # builder, but every file system it opens reads the session's settings.
+    for key, value in settings.spark_conf.items():
+        if key.startswith("spark.hadoop."):
+            spark.conf.set(key.removeprefix("spark.hadoop."), value)
     spark.sparkContext.setLogLevel(settings.spark_log_level.upper())
     return spark
 
@@ -165,9 +270,53 @@ def _pool_file(settings: Settings) -> str | None:
 
 
 def fetch_jars() -> None:
-    """Cache the Delta jars (:func:`_fetch_jars`), then the driver's CDS archive."""
+    """Cache the Delta jars (:func:`_fetch_jars`) and the S3A jars (:func:`_fetch_s3a_jars`),
+    then the driver's CDS archive."""
     _fetch_jars()
+    _fetch_s3a_jars()
     write_cds_archive()
+
+
+def _fetch_s3a_jars() -> None:
+    """Cache the S3A connector's jars (:func:`s3a_packages`): Spark's Ivy, else Maven with
+    ``infra/pom-hadoop-aws.xml``. Its listing drops what pyspark ships (:func:`_not_in_spark`)."""
+    if s3a_jars():
+        print(f"S3A jars cached ({len(s3a_jars())} jars, Hadoop {hadoop_version()})")
+        return
+    listing = _s3a_listing()
+    packages = ",".join(s3a_packages())
+    probe = (
+        "import sys; from pyspark.sql import SparkSession; "
+        "s = SparkSession.builder.master('local[1]').appName('lakecep-fetch-s3a-jars')"
+        f".config('spark.jars.packages', {packages!r})"
+        f".config('spark.jars.excludes', {S3A_EXCLUDES!r})"
+        f".config('spark.jars.ivy', {str(IVY_DIR)!r}).getOrCreate(); "
+        "jars = s.sparkContext.getConf().get('spark.jars', ''); s.stop(); "
+        "print('\\n'.join(j.removeprefix('file://') for j in jars.split(',') if j))"
+    )
+    print(f"resolving {packages} through Ivy into {IVY_DIR}")
+    IVY_DIR.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    jars = _not_in_spark(result.stdout.split()) if result.returncode == 0 else []
+    if jars and all(Path(j).exists() for j in jars):
+        listing.write_text("\n".join(jars) + "\n")
+        print(f"{len(jars)} S3A jars cached, listed in {listing}")
+        return
+    print(f"Ivy could not fetch the S3A jars ({result.stderr.strip()[-500:]}); trying Maven "
+          f"with {S3A_POM.name}", file=sys.stderr)
+    if not S3A_POM.is_file():
+        sys.exit(f"error: no {S3A_POM} (the Maven fallback needs a source checkout)")
+    folder = MAVEN_JARS_DIR / "hadoop-aws"
+    folder.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["mvn", "-q", "-f", str(S3A_POM), "dependency:copy-dependencies",
+         f"-DoutputDirectory={folder}", "-DincludeScope=runtime"],
+        check=True,
+    )
+    for jar in set(folder.glob("*.jar")) - {Path(j) for j in _not_in_spark(
+            [str(p) for p in folder.glob("*.jar")], ivy=False)}:
+        jar.unlink()
+    print(f"S3A jars copied to {folder}")
 
 
 def write_cds_archive() -> None:

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lakecep.config import Settings
+from lakecep.config import Settings, Uri
 
 from .tables import LakeTable
 
@@ -61,19 +61,60 @@ def count_landed_lines(landing: Path) -> int:
     return total
 
 
-def count_landed(settings: Settings) -> int:
+def count_landed_uri(spark, landing: Uri, source=None, max_line_bytes: int = 65536) -> int:  # noqa: ANN001
+    """:func:`count_landed_lines` (or a declared ``source``'s records) over an object-store
+    landing: Spark reads the files (``binaryFile``: the files the bronze stream reads,
+    hidden ``.``/``_`` ones skipped alike) and each is counted by the same definition on
+    the executors. A landing that does not exist yet has 0 records."""
+    import pandas as pd
+    from pyspark.errors import AnalysisException
+
+    def count(frames):  # noqa: ANN001, ANN202
+        from lakecep.events import count_landing_lines
+        from lakecep.sources import count_records
+
+        for frame in frames:
+            yield pd.DataFrame({"n": [
+                count_landing_lines(bytes(c)) if source is None
+                else count_records(source, bytes(c), max_line_bytes)
+                for c in frame["content"]]}, dtype="int64")
+
+    try:
+        files = (spark.read.format("binaryFile").option("recursiveFileLookup", "false")
+                 .load(str(landing)).select("content"))
+        row = files.mapInPandas(count, "n BIGINT").groupBy().sum("n").first()
+    except AnalysisException as exc:
+        if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
+            return 0
+        raise
+    return int(row[0] or 0) if row is not None else 0
+
+
+def count_landed(settings: Settings, spark=None) -> int:  # noqa: ANN001
     """Landed records: the built-in landing's lines, or, when sources are declared, each
-    source's records by ``lakecep.sources.file_records`` (the definition bronze uses)."""
+    source's records by ``lakecep.sources.file_records`` (the definition bronze uses).
+    A landing on an object store is read through ``spark`` (:func:`count_landed_uri`)."""
     from lakecep.sources import count_records, load_sources, sources_dir
+
+    def via_spark(landing: Uri, source=None) -> int:  # noqa: ANN001
+        if spark is None:
+            raise ValueError(f"counting the landed records of {landing} needs a Spark "
+                             "session (an object-store landing)")
+        return count_landed_uri(spark, landing, source, settings.max_line_bytes)
 
     sources = load_sources(sources_dir(settings))
     if not sources:
+        if isinstance(settings.landing, Uri):
+            return via_spark(settings.landing)
         return count_landed_lines(settings.landing)
     total = 0
     for source in sources:
         if source.format == "kafka":
             continue  # messages read: counted from bronze (kafka_messages_read)
         landing = source.landing(settings.home)
+        if isinstance(landing, Uri):
+            total += via_spark(landing, source)
+            continue
         for path in sorted(landing.glob("*")) if landing.is_dir() else []:
             if path.is_file() and not path.name.startswith((".", "_")):
                 total += count_records(source, path.read_bytes(), settings.max_line_bytes)
@@ -183,7 +224,8 @@ def filtered_rows(spark, settings: Settings) -> int:  # noqa: ANN001
 def lake_status(spark, settings: Settings) -> LakeStatus:  # noqa: ANN001
     names = ["bronze.events", "silver.events", "silver.duplicates", "silver.quarantine",
              "gold.complex_events", "gold.window_outputs", "gold.quality_results"]
-    counts = {"landing (lines)": count_landed(settings) + kafka_messages_read(spark, settings)}
+    counts = {"landing (lines)": count_landed(settings, spark)
+              + kafka_messages_read(spark, settings)}
     for name in names:
         table = LakeTable(spark, settings, name)
         counts[name] = table.read().count() if table.exists() else 0

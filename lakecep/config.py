@@ -50,6 +50,119 @@ Consumption = Literal["first", "recent", "chronicle", "cumulative", "continuous"
 LogLevel = Literal["off", "fatal", "error", "warn", "info", "debug", "trace", "all"]
 
 
+class Uri(str):
+    """An object-store location (``s3a://bucket/prefix``): a string that joins with ``/``
+    like a path. It has no local file operations on purpose: code that needs them must
+    go through Spark (Hadoop's file systems) or say that the feature needs a local
+    folder (:func:`is_uri`)."""
+
+    __slots__ = ()
+
+    def __new__(cls, value: str) -> Uri:
+        return super().__new__(cls, value.rstrip("/"))
+
+    def __truediv__(self, other: str | Path) -> Uri:
+        return Uri(f"{self}/{str(other).strip('/')}")
+
+    @property
+    def name(self) -> str:
+        return self.rsplit("/", 1)[-1]
+
+    @property
+    def scheme(self) -> str:
+        return self.split("://", 1)[0].lower()
+
+
+def is_uri(value: object) -> bool:
+    """Whether ``value`` is an object-store URI (``scheme://...`` other than ``file:``)."""
+    text = str(value)
+    scheme, sep, _ = text.partition("://")
+    return bool(sep) and scheme.isidentifier() and scheme.lower() != "file"
+
+
+def location(value: str | Path) -> Path | Uri:
+    """A configured location: a :class:`Uri` for an object store, else a local folder
+    (``file:///x`` and ``~`` are accepted; a relative folder is kept relative)."""
+    text = str(value)
+    if is_uri(text):
+        return Uri(text)
+    if text.lower().startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        text = unquote(urlparse(text).path)
+    return Path(text).expanduser()
+
+
+def local_only(where: Path | Uri, feature: str) -> Path:
+    """``where`` as a local folder, or a ``ConfigError`` saying that ``feature`` needs one
+    (for the few features that cannot run on an object store; docs/object-stores.md)."""
+    if isinstance(where, Uri):
+        raise ConfigError(f"{feature} needs a local folder, but {where} is on an object "
+                          "store (docs/object-stores.md lists what works there)")
+    return where
+
+
+def _location(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, str) and "://" in value and not is_uri(value) \
+            and not value.lower().startswith("file://"):
+        raise ValueError(f"not a folder or a URI scheme://…: {value!r}")
+    return value
+
+
+def _spark_conf(value: Any) -> Any:
+    """``$LAKECEP_SPARK_CONF``: ``key=value`` lines (or a JSON object) -> a mapping; TOML
+    numbers and booleans -> Spark's text (``true``, ``4``)."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("{"):
+            import json
+
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not a JSON object: {exc}") from None
+        else:
+            value = {}
+            for line in text.splitlines():
+                line = line.strip()
+                if not line or line.startswith("#"):
+                    continue
+                key, sep, item = line.partition("=")
+                if not sep:
+                    raise ValueError(f"expected key=value lines, got {line!r}")
+                value[key.strip()] = item.strip()
+    if not isinstance(value, Mapping):
+        return value
+    out = {}
+    for key, item in value.items():
+        if not str(key).startswith("spark."):
+            raise ValueError(f"{key!r} is not a Spark setting (only spark.* keys pass through)")
+        if isinstance(item, Mapping):
+            raise ValueError(f"{key!r} has a table as its value; give it text, a number or "
+                             "a boolean")
+        out[str(key)] = (("true" if item else "false") if isinstance(item, bool)
+                         else str(item))
+    return out
+
+
+#: Words in a Spark setting's key that make its value a secret (``lakecep config`` hides it).
+SECRET_WORDS = ("secret", "password", "token", "access.key", "credential")
+
+
+def redacted(conf: Mapping[str, str]) -> dict[str, str]:
+    """``conf`` with the values of secret-looking keys replaced by ``***``."""
+    return {k: "***" if any(w in k.lower() for w in SECRET_WORDS) else v
+            for k, v in conf.items()}
+
+
+#: A folder or an object-store URI (``s3a://bucket/prefix``).
+Location = Annotated[str, BeforeValidator(_location)]
+#: Spark settings passed through unchanged (``spark.*`` keys only).
+SparkConf = Annotated[dict[str, str], BeforeValidator(_spark_conf)]
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path = field(default_factory=lambda: Path(".lakecep"))
@@ -135,19 +248,35 @@ class Settings:
     tuning_consumption: Consumption = "first"
     #: Jobs apply the newest tuned configuration ($LAKECEP_HOME/tuning/config-vN.json).
     tuning_apply: bool = True
+    #: Where the lake's Delta tables live: a folder, or an object-store URI such as
+    #: ``s3a://bucket/lake`` (docs/object-stores.md); a relative folder is relative to
+    #: ``home``; empty: ``$LAKECEP_HOME/lake``.
+    lake_dir: Location = ""
+    #: Where the built-in RFID source's landing files are read: a folder or an object-store
+    #: URI; empty: ``$LAKECEP_HOME/landing/events``.
+    landing_dir: Location = ""
+    #: Spark settings handed to the session unchanged (``spark.*`` keys; they win over
+    #: lakecep's own): a ``[spark]`` table or quoted ``"spark.…"`` keys in the settings
+    #: file, ``key=value`` lines in ``$LAKECEP_SPARK_CONF``, ``--set spark.…=value``.
+    spark_conf: SparkConf = field(default_factory=dict, hash=False)
 
     # Derived locations -------------------------------------------------------------
     @property
-    def landing(self) -> Path:
-        return self.home / "landing" / "events"
+    def landing(self) -> Path | Uri:
+        return self._at(self.landing_dir) if self.landing_dir else self.home / "landing" / "events"
 
     @property
     def truth_dir(self) -> Path:
         return self.home / "landing" / "_truth"
 
     @property
-    def lake(self) -> Path:
-        return self.home / "lake"
+    def lake(self) -> Path | Uri:
+        return self._at(self.lake_dir) if self.lake_dir else self.home / "lake"
+
+    def _at(self, value: str) -> Path | Uri:
+        """A configured location; a relative folder is relative to ``home``."""
+        where = location(value)
+        return where if isinstance(where, Uri) else self.home / where
 
     @property
     def checkpoints(self) -> Path:
@@ -161,7 +290,7 @@ class Settings:
     def reports(self) -> Path:
         return self.home / "reports"
 
-    def table_path(self, name: str) -> Path:
+    def table_path(self, name: str) -> Path | Uri:
         """Path of a lake table given as ``layer.table`` (e.g. ``silver.events``)."""
         layer, _, table = name.partition(".")
         if not table:
@@ -231,11 +360,30 @@ def _loader_model() -> type[BaseSettings]:
 SettingsModel = _loader_model()
 
 
+def _flatten(prefix: str, table: Mapping[str, Any]) -> dict[str, Any]:
+    """A TOML table of dotted keys (``[spark] sql.shuffle.partitions = 8``) -> flat keys."""
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}.{key}"
+        if isinstance(value, Mapping):
+            out.update(_flatten(name, value))
+        else:
+            out[name] = value
+    return out
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    # Spark settings: a [spark] table (or dotted spark.x.y keys, the same to TOML) and
+    # quoted "spark.x.y" keys all go to spark_conf, as written.
+    spark = _flatten("spark", data.pop("spark")) if isinstance(data.get("spark"), dict) else {}
+    spark.update({k: data.pop(k) for k in [k for k in data if k.startswith("spark.")]})
+    if spark:
+        given = data.get("spark_conf", {})
+        data["spark_conf"] = {**given, **spark} if isinstance(given, dict) else given
     known = setting_names()
     for key in data:
         if key not in known:
@@ -244,14 +392,19 @@ def _read_toml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _read_env(env: Mapping[str, str]) -> dict[str, str]:
+def _read_env(env: Mapping[str, str]) -> dict[str, Any]:
     known = setting_names()
     values = {}
     for name, value in env.items():
         if not name.startswith(ENV_PREFIX):
             continue
         key = name[len(ENV_PREFIX):].lower()
-        if key in known:
+        if key == "spark_conf":  # parsed here: the layers' mappings merge key by key
+            try:
+                values[key] = _spark_conf(value)
+            except ValueError as exc:
+                raise ConfigError(f"spark_conf = {value!r} from ${name}: {exc}") from None
+        elif key in known:
             values[key] = value
     return values
 
@@ -268,14 +421,18 @@ def unknown_environment(env: Mapping[str, str] | None = None) -> list[str]:
     return out
 
 
-def parse_overrides(pairs: list[str]) -> dict[str, str]:
-    """``["key=value", ...]`` from the command line; unknown keys get a "did you mean"."""
-    out = {}
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """``["key=value", ...]`` from the command line; unknown keys get a "did you mean";
+    ``spark.*`` keys are collected in ``spark_conf``."""
+    out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        key = key.strip().replace("-", "_").lower()
         if not sep:
             raise ConfigError(f"--set {pair!r}: expected key=value")
+        if key.strip().startswith("spark."):  # a Spark setting, passed through as written
+            out.setdefault("spark_conf", {})[key.strip()] = value
+            continue
+        key = key.strip().replace("-", "_").lower()
         if key not in setting_names():
             raise ConfigError(f"--set {key}: unknown key{did_you_mean(key)}")
         out[key] = value

@@ -12,18 +12,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakecep.config import Settings
+from lakecep.config import Settings, local_only
 
 if TYPE_CHECKING:
     import duckdb
     import pandas as pd
 
 
-def lake_tables(settings: Settings) -> dict[str, Path]:
-    """``layer.table`` -> folder of every Delta table in the lake, sorted by name."""
+def lake_tables(settings: Settings, feature: str = "`lakecep sql --engine duckdb`"
+                ) -> dict[str, Path]:
+    """``layer.table`` -> folder of every Delta table in the lake, sorted by name.
+    ``feature``: who asks (named in the error for a lake on an object store)."""
     found = {}
-    if settings.lake.is_dir():
-        for log in sorted(settings.lake.glob("*/*/_delta_log")):
+    lake = local_only(settings.lake, f"{feature} (it finds the lake's tables on the local "
+                      "disk)")
+    if lake.is_dir():
+        for log in sorted(lake.glob("*/*/_delta_log")):
             folder = log.parent
             found[f"{folder.parent.name}.{folder.name}"] = folder
     return found

@@ -98,7 +98,7 @@ class _Lake:
         self.versions: dict[str, int] = {}
         self.broken: dict[str, str] = {}
         self._counts: dict[str, int] = {}
-        for name, folder in lake_tables(settings).items():
+        for name, folder in lake_tables(settings, "`lakecep report`").items():
             try:
                 table = DeltaTable(str(folder))
                 register(self.con, name, table)

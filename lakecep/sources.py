@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from lakecep.config import Uri, is_uri, location
+
 FORMATS = ("jsonl", "csv", "parquet", "kafka")
 #: bronze ``source_file`` of a Kafka record: ``kafka://<source>/<topic>/<partition>``, with
 #: the message's offset as ``line_no`` (the record's origin: a message read twice is
@@ -106,9 +108,10 @@ class Source:
     #: ``[kafka.options]``: Kafka consumer settings, handed to Spark as ``kafka.<key>``
     kafka_options: tuple[tuple[str, str], ...] = ()
 
-    def landing(self, home: Path) -> Path:
-        path = Path(self.path).expanduser()
-        return path if path.is_absolute() else home / path
+    def landing(self, home: Path) -> Path | Uri:
+        """The landing folder, or an object-store URI (``s3a://bucket/prefix``)."""
+        where = location(self.path)
+        return where if isinstance(where, Uri) else home / where
 
     def field_types(self) -> dict[str, str]:
         return dict(self.fields)
@@ -916,6 +919,14 @@ def source_of_file(sources: Sequence[Source], home: Path, file_path: str) -> Sou
     if file_path.startswith(KAFKA_ORIGIN):
         return next((s for s in sources if s.format == "kafka"
                      and file_path.startswith(s.origin_prefix())), None)
+    if is_uri(file_path):  # an object store: the source whose landing URI is a prefix
+        for source in sources:
+            if source.format == "kafka":
+                continue  # no landing folder
+            landing = source.landing(home)
+            if isinstance(landing, Uri) and file_path.startswith(f"{landing}/"):
+                return source
+        return None
     parsed = urlparse(file_path)
     path = Path(unquote(parsed.path) if parsed.scheme else file_path)
     paths = {path, path.resolve()}
@@ -923,6 +934,8 @@ def source_of_file(sources: Sequence[Source], home: Path, file_path: str) -> Sou
         if source.format == "kafka":
             continue  # no landing folder
         landing = source.landing(home)
+        if isinstance(landing, Uri):
+            continue
         for folder in {landing, landing.resolve()}:
             if any(p.parent == folder or folder in p.parents for p in paths):
                 return source

@@ -46,7 +46,10 @@ def spark(settings) -> Iterator[object]:  # noqa: ANN001
 
     from lakecep.jobs.spark import get_spark
 
-    session = get_spark("lakecep-tests", dataclasses.replace(settings, spark_quick_start=False))
+    # object_store: the S3A jars are on the class path from the start, so that
+    # tests/integration/test_object_store.py can reuse this session (docs/object-stores.md)
+    session = get_spark("lakecep-tests", dataclasses.replace(settings, spark_quick_start=False),
+                        object_store=True)
     yield session
     session.stop()
 

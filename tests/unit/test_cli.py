@@ -202,3 +202,34 @@ def test_spark_errors_become_one_line_with_a_hint() -> None:
     other = explain(RuntimeError("disk full\nmore detail"))
     assert (other.message, other.hint) == ("RuntimeError: disk full",
                                            "rerun with --debug for the traceback")
+
+
+def test_config_shows_spark_settings_with_secrets_hidden(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`spark.*` keys pass through (docs/object-stores.md); credentials are not printed."""
+    monkeypatch.setenv("LAKECEP_HOME", str(tmp_path))
+    (tmp_path / "lakecep.toml").write_text(
+        'lake_dir = "s3a://bucket/lake"\n[spark.hadoop.fs.s3a]\n'
+        'endpoint = "http://127.0.0.1:9000"\nsecret.key = "hunter2"\n')
+    assert main(["--set", "spark.sql.shuffle.partitions=3", "config", "--json"]) == 0
+    settings = json.loads(capsys.readouterr().out)["settings"]
+    assert settings["lake_dir"]["value"] == "s3a://bucket/lake"
+    assert settings["spark_conf"]["value"] == {
+        "spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000",
+        "spark.hadoop.fs.s3a.secret.key": "***",
+        "spark.sql.shuffle.partitions": "3"}
+    assert settings["spark_conf"]["source"] == "command line"
+    assert main(["config"]) == 0
+    assert "hunter2" not in capsys.readouterr().out
+
+
+def test_generate_into_an_object_store_says_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LAKECEP_HOME", str(tmp_path))
+    monkeypatch.setenv("LAKECEP_LANDING_DIR", "s3a://bucket/landing")
+    assert main(["generate", "--events", "10"]) == 2
+    err = capsys.readouterr().err
+    assert "`lakecep generate` (it writes local files" in err
+    assert "s3a://bucket/landing is on an object store" in err

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from lakecep.config import ConfigError, load, load_settings
+from lakecep.config import ConfigError, load, load_settings, parse_overrides
 
 
 def test_defaults_and_derived_paths(tmp_path: Path) -> None:
@@ -95,3 +95,87 @@ def test_settings_stay_a_frozen_dataclass(tmp_path: Path) -> None:
     assert local.max_line_bytes == 200 and local.home == settings.home
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.max_line_bytes = 1  # type: ignore[misc]
+
+
+# --- object-store locations and Spark settings passed through (docs/object-stores.md) ----
+
+
+def test_lake_and_landing_may_be_uris(tmp_path: Path) -> None:
+    from lakecep.config import Uri
+
+    settings = load_settings({"LAKECEP_HOME": str(tmp_path),
+                              "LAKECEP_LAKE_DIR": "s3a://bucket/prefix/lake/",
+                              "LAKECEP_LANDING_DIR": "s3a://bucket/in"})
+    assert isinstance(settings.lake, Uri) and isinstance(settings.landing, Uri)
+    assert settings.table_path("silver.events") == "s3a://bucket/prefix/lake/silver/events"
+    assert str(settings.landing / "f.jsonl") == "s3a://bucket/in/f.jsonl"
+    assert settings.landing.scheme == "s3a" and settings.table_path("gold.x").name == "x"
+    # home-bound locations stay local
+    assert settings.checkpoint("bronze_events") == tmp_path.resolve() / "checkpoints/bronze_events"
+    assert settings.truth_dir == tmp_path.resolve() / "landing/_truth"
+
+
+def test_local_lake_and_landing_folders(tmp_path: Path) -> None:
+    settings = load_settings({"LAKECEP_HOME": str(tmp_path), "LAKECEP_LAKE_DIR": "tables",
+                              "LAKECEP_LANDING_DIR": f"file://{tmp_path}/drop"})
+    assert settings.lake == tmp_path.resolve() / "tables"  # relative: under home
+    assert settings.landing == tmp_path / "drop"
+
+
+def test_local_only_feature_names_itself(tmp_path: Path) -> None:
+    from lakecep.config import local_only
+
+    settings = load_settings({"LAKECEP_HOME": str(tmp_path),
+                              "LAKECEP_LAKE_DIR": "s3a://bucket/lake"})
+    with pytest.raises(ConfigError, match=r"^`lakecep report` \(.*\) needs a local folder, "
+                       r"but s3a://bucket/lake is on an object store"):
+        from lakecep.lake_sql import lake_tables
+        lake_tables(settings, "`lakecep report`")
+    assert local_only(tmp_path, "x") == tmp_path
+
+
+def test_spark_settings_pass_through_from_file_environment_and_command_line(
+        tmp_path: Path) -> None:
+    (tmp_path / "lakecep.toml").write_text(
+        'spark_master = "local[1]"\n'
+        '"spark.sql.adaptive.coalescePartitions.enabled" = false\n'
+        "[spark]\n"
+        'hadoop.fs.s3a.endpoint = "http://127.0.0.1:9000"\n'
+        "sql.shuffle.partitions = 8\n")
+    env = {"LAKECEP_HOME": str(tmp_path),
+           "LAKECEP_SPARK_CONF": "spark.hadoop.fs.s3a.path.style.access=true\n"
+                                 "# a comment\n"
+                                 "spark.sql.shuffle.partitions = 16\n"}
+    loaded = load(env, overrides=parse_overrides(
+        ["spark.hadoop.fs.s3a.endpoint=http://minio:9000", "spark_master=local[3]"]))
+    conf = loaded.settings.spark_conf
+    assert conf == {
+        "spark.sql.adaptive.coalescePartitions.enabled": "false",  # case kept, text value
+        "spark.hadoop.fs.s3a.endpoint": "http://minio:9000",  # command line wins
+        "spark.sql.shuffle.partitions": "16",  # environment wins over the file
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+    }
+    assert loaded.settings.spark_master == "local[3]"
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"LAKECEP_SPARK_CONF": "hadoop.fs.s3a.endpoint=x"},
+     "'hadoop.fs.s3a.endpoint' is not a Spark setting"),
+    ({"LAKECEP_SPARK_CONF": "spark.sql.x"}, "expected key=value lines"),
+    ({"LAKECEP_LAKE_DIR": "s3a bucket://x"}, "not a folder or a URI"),
+])
+def test_bad_spark_settings_and_locations(tmp_path: Path, env: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_settings({"LAKECEP_HOME": str(tmp_path), **env})
+
+
+def test_spark_setting_without_value_on_the_command_line() -> None:
+    with pytest.raises(ConfigError, match="expected key=value"):
+        parse_overrides(["spark.sql.shuffle.partitions"])
+
+
+def test_settings_with_spark_settings_stay_hashable(tmp_path: Path) -> None:
+    settings = load_settings({"LAKECEP_HOME": str(tmp_path),
+                              "LAKECEP_SPARK_CONF": "spark.sql.shuffle.partitions=2"})
+    assert hash(settings) == hash(dataclasses.replace(settings, spark_conf={}))
+    assert settings != dataclasses.replace(settings, spark_conf={})

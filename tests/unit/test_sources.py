@@ -202,6 +202,22 @@ def test_the_source_of_a_landed_file_is_found_by_its_folder(tmp_path: Path) -> N
     assert source_of_file([s], tmp_path, f"file://{tmp_path}/landing/events/a.jsonl") is None
 
 
+def test_a_source_may_land_on_an_object_store(tmp_path: Path) -> None:
+    """An ``s3a://`` path is kept as a URI (docs/object-stores.md); files under it (as
+    Spark names them) belong to the source, files under a longer name do not."""
+    import dataclasses
+
+    from lakecep.config import Uri
+
+    s = dataclasses.replace(source(tmp_path), path="s3a://bucket/in/cards/")
+    local = source(tmp_path, name="t")
+    assert s.landing(tmp_path) == "s3a://bucket/in/cards"
+    assert isinstance(s.landing(tmp_path), Uri)
+    assert source_of_file([local, s], tmp_path, "s3a://bucket/in/cards/part-0.jsonl") == s
+    assert source_of_file([local, s], tmp_path, "s3a://bucket/in/cards2/x.jsonl") is None
+    assert source_of_file([s], tmp_path, f"file://{local.landing(tmp_path)}/x.jsonl") is None
+
+
 # ------------------------------------------------------------------------- records
 
 
