@@ -98,6 +98,21 @@ class Rec:
     file: str
     line: int
     ingest: Any
+    #: the expressions' one-row state over ``typed``, built once (see :meth:`state`)
+    row: Any = None
+
+    def state(self) -> Any:
+        """The evaluation state of ``typed``: kept for the record's way through the
+        operators, so a change to ``typed`` goes through :meth:`set` (or ``apply_step``,
+        which writes both)."""
+        if self.row is None:
+            self.row = row_state(self.typed)
+        return self.row
+
+    def set(self, name: str, value: Any) -> None:
+        self.typed[name] = value
+        if self.row is not None:
+            self.row.cols[name][0] = value
 
     def origin(self) -> str:
         part = self.typed.get(PART)
@@ -203,7 +218,7 @@ class _Runner:
                          _ingest(rec.ingest)))
 
     def mapped(self, rec: Rec, problems: list[str] | None = None) -> None:
-        result = map_typed(self.source, row_state(rec.typed), rec.typed, rec.unknown,
+        result = map_typed(self.source, rec.state(), rec.typed, rec.unknown,
                            rec.dropped, problems or [])
         if isinstance(result, str):
             self.reason(rec, result)
@@ -244,7 +259,7 @@ class _Runner:
                 self.merge(k, step, rec)
                 return
             else:
-                outcome = apply_step(step, row_state(rec.typed), rec.typed, rec.unknown,
+                outcome = apply_step(step, rec.state(), rec.typed, rec.unknown,
                                      rec.dropped)
                 if outcome is not None:
                     self.reason(rec, outcome)
@@ -253,7 +268,7 @@ class _Runner:
 
     def key(self, step: Step, rec: Rec) -> str | None:
         try:
-            value = step.fn(row_state(rec.typed))
+            value = step.fn(rec.state())
         except Exception as exc:  # noqa: BLE001 - the record's problem
             self.reason(rec, f"invalid_value: {step.op} key {step.text} failed: {exc}")
             return None
@@ -268,7 +283,7 @@ class _Runner:
             value = rec.typed.get(name)
             if value is None:
                 if last is not None and name in last:
-                    rec.typed[name] = _dec(last[name])
+                    rec.set(name, _dec(last[name]))
                     rec.dropped.discard(name)
             else:
                 if last is None:
@@ -323,7 +338,7 @@ class _Runner:
     def time_of(self, rec: Rec) -> int | None:
         fn = self.mapping.exprs["event_time"][1]
         try:
-            value = fn(row_state(rec.typed))
+            value = fn(rec.state())
             parsed = value if isinstance(value, datetime) or value is None else (
                 self.mapping.time(value))
         except Exception:  # noqa: BLE001 - no time: the record passes unmerged
@@ -372,7 +387,7 @@ class _Runner:
             values = [m.typed.get(name) for m in members]
             values = [v for v in values if v is not None]
             try:
-                merged.typed[name] = _combine(how, values)
+                merged.set(name, _combine(how, values))
             except (TypeError, ValueError) as exc:
                 self.reason(merged, f"invalid_value: merge combine {name} = {how} failed: "
                             f"{exc}")
