@@ -26,7 +26,7 @@ def test_a_fully_quarantined_batch_fails_the_dag_run_at_silver(airflow_env: dict
     env = {**airflow_env, "LAKECEP_HOME": str(home), "LAKECEP_QUARANTINE_GATE_MIN_ROWS": "1"}
 
     result = run_airflow(env, "dags", "test", DAG_ID, "2026-01-01T00:00:00+00:00",
-                         timeout=900)
+                         timeout=1800)
     log = result.stdout + result.stderr
     assert result.returncode != 0, log[-4000:]
     one_line = ("lakecep job 'silver' failed, and would again on the same input (no retry): "
