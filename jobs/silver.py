@@ -191,6 +191,8 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
         counts["quarantined"] = sum(per_file.values()) - counts["valid"]  # with filtered
         counts["rows"] = counts["valid"] + counts["quarantined"]
         if not counts["rows"]:  # e.g. a stream's first batch over a new, empty bronze table
+            if sequential is not None:  # or every record is pending in a merge group
+                sequential.commit(spark, settings, batch_id)
             return counts
         if settings.quarantine_gate != "off":
             gate(parsed, quarantine_breaches(per_file, sources, settings.home, settings),

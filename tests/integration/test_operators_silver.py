@@ -1,7 +1,7 @@
 """Every preprocessing operator through the real bronze and silver jobs, then ``lakecep
-status``: a source of sensor messages with ``filter``, ``split``, ``fill``,
-``fill_forward``, ``merge`` and ``drop_fields`` lands in two files cut at a random line. One lake reads them as
-two micro-batches (a random cut: files of random sizes, ``max_files_per_trigger = 1``),
+status``: a source of sensor messages with ``keep_fields``, ``filter``, ``split``,
+``fill_forward``, ``fill``, ``merge`` and ``drop_fields`` lands in two files cut at a
+random line. One lake reads them as two micro-batches (``max_files_per_trigger = 1``),
 the other as one; silver, duplicates, quarantine and the operators' counts must be the same,
 the reconciliation exact with every term non-zero, and a replayed micro-batch must change
 nothing (its state comes from ``previous``)."""
@@ -36,7 +36,7 @@ note = "string"
 event_id = "msg || '-' || _part"
 object_id = "dev"
 event_type = "CASE WHEN temp > 30 THEN 'hot' ELSE 'ok' END"
-source_id = "COALESCE(site, 'unknown')"
+source_id = "site"
 event_time = "ts"
 
 [[operators]]
@@ -46,8 +46,15 @@ where = "dev <> 'test-rig'"
 op = "split"
 field = "readings"
 [[operators]]
+op = "keep_fields"
+fields = ["msg", "dev", "ts", "temp", "site", "note"]
+[[operators]]
 op = "fill_forward"
 fields = ["site"]
+[[operators]]
+op = "fill"
+field = "site"
+value = "'unknown'"
 [[operators]]
 op = "merge"
 within = 60
@@ -71,7 +78,8 @@ def messages() -> list[str]:
         readings = [{"ts": (T0 + timedelta(seconds=start + rng.choice([0, 5, 20, 90]) * k))
                      .isoformat(), "temp": round(rng.uniform(10, 40), 1)}
                     for k in range(rng.choice([0, 1, 2, 2, 3]))]
-        body = {"msg": f"m{n:02d}", "dev": dev, "readings": readings, "note": "x"}
+        body = {"msg": f"m{n:02d}", "dev": dev, "readings": readings, "note": "x",
+                "junk": n}
         if rng.random() < 0.3:
             body["site"] = rng.choice(["north", "south"])
         out.append(json.dumps(body))
@@ -151,8 +159,9 @@ def test_every_operator_through_bronze_silver_and_status(spark, settings,  # noq
     assert codes == {"filtered", "merged", "wrong_type", "malformed_json"}
     hot = [r for r in stream["silver"] if r[2] == "hot"]
     assert hot and all(float(r[5]["temp"]) > 30 for r in hot)  # temp = the group's max
-    assert all("note" not in (r[5] or {}) for r in stream["silver"])  # dropped
-    assert any(r[3] in ("north", "south") for r in stream["silver"])  # carried forward
+    assert all("note" not in (r[5] or {}) and "junk" not in (r[5] or {})
+               for r in stream["silver"])  # dropped; not kept
+    assert {r[3] for r in stream["silver"]} == {"north", "south", "unknown"}  # carried, filled
 
     status = lake_status(spark, lakes["stream"])  # (the batch lake has the same tables)
     assert status.ok, str(status)
