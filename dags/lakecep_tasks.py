@@ -55,6 +55,9 @@ SCHEDULED_DAG_DEFAULTS: dict[str, Any] = {
 
 #: Lines of the job's stderr quoted in the task's error message when it fails.
 ERROR_TAIL_LINES = 40
+#: ``lakecep``'s exit code for a failure the same input would repeat (a quarantine gate;
+#: ``lakecep.console.NO_RETRY_EXIT``): the task fails at once, without its retry.
+NO_RETRY_EXIT = 3
 
 
 def lakecep_python() -> str:
@@ -120,6 +123,13 @@ def run_lakecep_job(job: str, run_id: str) -> None:
         raise
     for reader in readers:
         reader.join(timeout=10)
+    if returncode == NO_RETRY_EXIT:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        reason = next((line for line in reversed(stderr_tail) if " error: " in line),
+                      stderr_tail[-1] if stderr_tail else "(no stderr output)")
+        raise AirflowFailException(f"lakecep job {job!r} failed, and would again on the same "
+                                   f"input (no retry): {reason.strip()}")
     if returncode != 0:
         tail = "\n".join(stderr_tail) or "(no stderr output)"
         raise RuntimeError(

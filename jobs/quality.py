@@ -40,6 +40,7 @@ TABLES: tuple[str, ...] = (
     "silver.events",
     "silver.quarantine",
     "silver.duplicates",
+    "silver.operator_state",
     "gold.complex_events",
     "gold.alerts",
     "gold.probabilistic_events",

@@ -11,7 +11,11 @@ Every bronze row ends in exactly one place:
 So ``|bronze| = |silver| + |duplicates| + |quarantine|`` (``lakecep status`` checks it).
 Rows of a declared source (``lakecep.sources``; known by the landing folder of their
 ``source_file``) are mapped onto the contract by the source's mapping
-(``lakecep.sources.map_record``); a rejected one names every failing field.
+(``lakecep.sources.map_record``); a rejected one names every failing field. A source with
+sequential operators (``merge``, ``split``, ``fill_forward``) is mapped in sequence with
+state across micro-batches (``jobs/silver_state.py``): a split message has an outcome per
+part and an open merge group's records are pending, so the identity gains those terms
+(docs/sources.md, "Reconciliation").
 Every write is idempotent per micro-batch (Delta ``txnAppId``/``txnVersion``), and a row
 already in silver from an earlier attempt of the same batch is recognised by its
 ``(source_file, line_no)``, so a replay after a crash neither loses nor duplicates rows.
@@ -46,7 +50,9 @@ def parse_batches(max_line_bytes: int, sources=(), home=None):  # noqa: ANN001, 
     """mapInPandas function: bronze rows -> parsed rows (``ok``/``reason`` + typed columns).
 
     ``sources``: the declared sources; their rows are mapped by ``lakecep.sources``, the
-    others parsed against the RFID contract by ``lakecep.events.parse_frame``."""
+    others parsed against the RFID contract by ``lakecep.events.parse_frame``. The ``ok``
+    rows of a source with sequential operators are left for ``jobs/silver_state.py``:
+    ``ok`` NULL and ``reason`` the source's name."""
     from lakecep.events import parse_frame
 
     def parse_any(raw: pd.Series, files: pd.Series) -> pd.DataFrame:
@@ -62,10 +68,15 @@ def parse_batches(max_line_bytes: int, sources=(), home=None):  # noqa: ANN001, 
             return out
         out = out.astype({c: object for c in EVENT_COLUMNS if c not in
                           ("event_time", "time_lower", "time_upper")})
+        out["ok"] = out["ok"].astype(object)
         for i in (~rfid).nonzero()[0]:
             line = raw.iloc[i]
-            result = map_record(by_row.iloc[i], line) if line else "empty_line"
+            source = by_row.iloc[i]
             label = out.index[i]
+            if line and source.sequential:  # mapped in sequence by jobs/silver_state.py
+                out.at[label, "ok"], out.at[label, "reason"] = None, source.name
+                continue
+            result = map_record(source, line) if line else "empty_line"
             if isinstance(result, str):
                 out.at[label, "ok"], out.at[label, "reason"] = False, result
                 continue
@@ -122,7 +133,8 @@ def quarantine_breaches(per_file: dict[tuple[str, str], int], sources, home,  # 
                         settings: Settings) -> list[Breach]:
     """The sources of a batch whose quarantined share is above their gate. ``per_file``:
     rows per (bronze ``source_file``, outcome ``ok`` | ``filtered`` | ``quarantined``);
-    rows a ``filter`` operator dropped on purpose count in the batch's rows, not as bad.
+    rows an operator dropped on purpose (``filtered``, ``merged``) count in the batch's
+    rows, not as bad.
     Sources with fewer than ``quarantine_gate_min_rows`` rows in the batch are not
     judged."""
     from lakecep.sources import Source, source_of_file
@@ -155,15 +167,23 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
     quarantine = LakeTable(spark, settings, "silver.quarantine").ensure()
     duplicates = LakeTable(spark, settings, "silver.duplicates").ensure()
 
+    from lakecep.operators import ON_PURPOSE
     from lakecep.sources import load_sources, sources_dir
 
     sources = load_sources(sources_dir(settings))
     parsed = batch.mapInPandas(parse_batches(settings.max_line_bytes, sources, settings.home),
-                               PARSED_DDL).persist()
+                               PARSED_DDL)
+    sequential = None
+    if any(s.sequential for s in sources):  # fill_forward, merge, split: state across batches
+        from .silver_state import run_sequential
+
+        parsed, sequential = run_sequential(spark, settings, parsed, [
+            s for s in sources if s.sequential], batch_id, app_id, PARSED_DDL)
+    parsed = parsed.persist()
     try:
         # counted first: the batch is read once (the stream's input-row count stays true)
         outcome = (F.when(F.col("ok"), "ok")
-                   .when(F.col("reason").startswith("filtered"), "filtered")
+                   .when(F.split("reason", ":").getItem(0).isin(*ON_PURPOSE), "filtered")
                    .otherwise("quarantined"))
         per_file = {(r.source_file, r.outcome): r[2] for r in
                     parsed.groupBy("source_file", outcome.alias("outcome")).count().collect()}
@@ -171,6 +191,8 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
         counts["quarantined"] = sum(per_file.values()) - counts["valid"]  # with filtered
         counts["rows"] = counts["valid"] + counts["quarantined"]
         if not counts["rows"]:  # e.g. a stream's first batch over a new, empty bronze table
+            if sequential is not None:  # or every record is pending in a merge group
+                sequential.commit(spark, settings, batch_id)
             return counts
         if settings.quarantine_gate != "off":
             gate(parsed, quarantine_breaches(per_file, sources, settings.home, settings),
@@ -204,6 +226,8 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
             dup_rows.withColumn("duplicate_time", F.current_timestamp()), app_id, batch_id
         )
         silver.append(new_rows.withColumn("silver_time", F.current_timestamp()), app_id, batch_id)
+        if sequential is not None:  # after the rows: a crash before it replays the batch
+            sequential.commit(spark, settings, batch_id)
         log(f"{QUERY}: batch {batch_id}: {counts['rows']} bronze rows, "
             f"{counts['quarantined']} quarantined")
         return counts
@@ -218,10 +242,12 @@ def gate(parsed, breaches: list[Breach], settings: Settings, batch_id: int) -> N
         return
     from pyspark.sql import functions as F
 
+    from lakecep.operators import ON_PURPOSE
+
+    reason_code = F.split("reason", ":").getItem(0)
     reasons = ", ".join(f"{code} ({n:,})" for code, n in
-                        parsed.where(~F.col("ok") & ~F.col("reason").startswith("filtered"))
-                        .select(
-                            F.split("reason", ":").getItem(0).alias("code"))
+                        parsed.where(~F.col("ok") & ~reason_code.isin(*ON_PURPOSE))
+                        .select(reason_code.alias("code"))
                         .groupBy("code").count().orderBy(F.desc("count")).limit(3).collect())
     text = (f"silver quarantine gate: batch {batch_id}: "
             + "; ".join(b.describe() for b in breaches) + f"; commonest reasons: {reasons}")

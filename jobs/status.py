@@ -1,13 +1,15 @@
 """Counts, reconciliation and gold-vs-ground-truth: what ``lakecep status`` prints.
 
-Reconciliation (nothing is lost): landed lines = bronze rows (one definition of a line,
-``lakecep.events.landing_lines``; records of ``lakecep.sources.file_records`` for declared
-sources; for a Kafka source the messages read, i.e. the distinct origins (topic, partition,
-offset) in bronze, so a message written twice shows as landed != bronze), bronze rows =
-silver events + duplicates + quarantined rows + filtered rows (a source's ``filter``
-operator; kept in silver.quarantine with the code ``filtered``, shown apart), and reason by
-reason: bronze rows with ``parse_status`` s != ``ok`` = quarantined rows with reason code s,
-bronze ``ok`` rows = silver + duplicates + the other quarantined rows.
+Reconciliation (nothing is lost; docs/sources.md, "Reconciliation"): landed lines = bronze
+rows (one definition of a line, ``lakecep.events.landing_lines``; records of
+``lakecep.sources.file_records`` for declared sources; for a Kafka source the messages
+read, i.e. the distinct origins (topic, partition, offset) in bronze, so a message written
+twice shows as landed != bronze), bronze rows = silver events + duplicates + quarantined
+rows + filtered + merged_away + pending - split_extra (filtered and merged rows are kept in
+silver.quarantine with those codes, shown apart; pending and split_extra are the
+sequential operators' counts in silver.operator_state), and reason by reason: bronze rows
+with ``parse_status`` s != ``ok`` = quarantined rows with reason code s, bronze ``ok`` rows
++ split_extra = silver + duplicates + the other quarantined rows + pending.
 """
 
 from __future__ import annotations
@@ -139,10 +141,11 @@ def kafka_messages_read(spark, settings: Settings) -> int:  # noqa: ANN001
             .select("source_file", "line_no").distinct().count())
 
 
-def reason_check(spark, settings: Settings) -> Check:  # noqa: ANN001
+def reason_check(spark, settings: Settings, terms: OperatorTerms | None = None) -> Check:  # noqa: ANN001
     """Reason by reason: each bronze ``parse_status`` other than ``ok`` = the quarantined
-    rows with that reason code, and bronze ``ok`` = silver + duplicates + the quarantined
-    rows with an event-level code (``lakecep.events`` judges a line once, for both layers)."""
+    rows with that reason code, and bronze ``ok`` (+ split_extra) = silver + duplicates +
+    the quarantined rows with an event-level code (+ pending) (``lakecep.events`` judges a
+    line once, for both layers)."""
     from pyspark.sql import functions as F
 
     from lakecep.events import LINE_CODES
@@ -164,7 +167,9 @@ def reason_check(spark, settings: Settings) -> Check:  # noqa: ANN001
     parts, ok = [], True
     for code in ("ok", *LINE_CODES, *sorted(set(bronze) - {"ok", *LINE_CODES})):
         have = bronze.get(code, 0)
-        want = kept + event_level if code == "ok" else quarantine.get(code, 0)
+        want = quarantine.get(code, 0)
+        if code == "ok":
+            want = kept + event_level + (terms.pending - terms.split_extra if terms else 0)
         if have or want:
             ok = ok and have == want
             parts.append(f"{code} {have:,} {'=' if have == want else '!='} {want:,}")
@@ -212,13 +217,74 @@ def compare_with_truth(
     return checks
 
 
-def filtered_rows(spark, settings: Settings) -> int:  # noqa: ANN001
-    """Rows a source's ``filter`` operator dropped (kept in silver.quarantine with the
-    reason code ``filtered``: never lost silently)."""
+@dataclass
+class OperatorTerms:
+    """The reconciliation terms of the preprocessing operators (docs/sources.md,
+    "Reconciliation"): quarantined rows by ``filtered`` / ``merged`` code, and the counts
+    the sequential operators keep in ``silver.operator_state``."""
+
+    filtered: int = 0
+    merged: int = 0
+    split_extra: int = 0
+    merged_away: int = 0
+    pending: int = 0
+    #: (source_file, line_no) of the records pending in open merge groups
+    pending_origins: list[tuple[str, int]] = field(default_factory=list)
+    #: whether silver.operator_state exists (a sequential source ran)
+    stateful: bool = False
+
+
+def operator_terms(spark, settings: Settings) -> OperatorTerms:  # noqa: ANN001
+    """Rows an operator dropped on purpose (kept in silver.quarantine with the reason code
+    ``filtered`` or ``merged``: never lost silently) and the operators' own counts."""
+    from pyspark.sql import functions as F
+
+    from lakecep.operators import MERGED, pending_origins, state_counts
+    from lakecep.sources import FILTERED
+
+    terms = OperatorTerms()
     table = LakeTable(spark, settings, "silver.quarantine")
-    if not table.exists():
-        return 0
-    return table.read().where("reason LIKE 'filtered:%'").count()
+    if table.exists():
+        code = F.split(F.col("reason"), ":", 2)[0]
+        for r in (table.read().where(code.isin(FILTERED, MERGED)).groupBy(code.alias("c"))
+                  .count().collect()):
+            setattr(terms, "filtered" if r.c == FILTERED else "merged", r[1])
+    state = LakeTable(spark, settings, "silver.operator_state")
+    if state.exists():
+        terms.stateful = True
+        for r in state.read().select("state").collect():
+            counts = state_counts(r.state)
+            terms.split_extra += counts["split_extra"]
+            terms.merged_away += counts["merged_away"]
+            terms.pending += counts["pending"]
+            terms.pending_origins += pending_origins(r.state)
+    return terms
+
+
+def operator_checks(spark, settings: Settings, terms: OperatorTerms) -> list[Check]:  # noqa: ANN001
+    """The counts of the sequential operators against the tables: the ``merged`` rows of
+    silver.quarantine = merged_away, and (outcome rows + pending records) - their distinct
+    origins = split_extra (every part of every split message has an outcome)."""
+    from functools import reduce
+
+    checks = [Check("merged rows in quarantine = merged_away counted by the operators",
+                    terms.merged == terms.merged_away,
+                    f"{terms.merged:,} merged rows, {terms.merged_away:,} counted")]
+    frames = [LakeTable(spark, settings, name).read().select("source_file", "line_no")
+              for name in ("silver.events", "silver.duplicates", "silver.quarantine")
+              if LakeTable(spark, settings, name).exists()]
+    if terms.pending_origins:
+        frames.append(spark.createDataFrame(terms.pending_origins,
+                                            "source_file STRING, line_no BIGINT"))
+    if not frames:
+        return checks
+    origins = reduce(lambda a, b: a.unionAll(b), frames)
+    rows, distinct = origins.count(), origins.distinct().count()
+    checks.append(Check("split parts: outcomes + pending - distinct origins = split_extra",
+                        rows - distinct == terms.split_extra,
+                        f"{rows:,} - {distinct:,} = {rows - distinct:,}, split_extra "
+                        f"{terms.split_extra:,}"))
+    return checks
 
 
 def lake_status(spark, settings: Settings) -> LakeStatus:  # noqa: ANN001
@@ -233,15 +299,20 @@ def lake_status(spark, settings: Settings) -> LakeStatus:  # noqa: ANN001
     bronze = counts["bronze.events"]
     status.checks.append(Check("landed = bronze", counts["landing (lines)"] == bronze,
                                f"{counts['landing (lines)']:,} landed, {bronze:,} in bronze"))
-    split = counts["silver.events"] + counts["silver.duplicates"] + counts["silver.quarantine"]
-    filtered = filtered_rows(spark, settings)
-    # (the filtered rows are part of silver.quarantine; the detail shows them apart)
-    status.checks.append(Check("bronze = silver + duplicates + quarantine", bronze == split,
-                               f"{bronze:,} = {counts['silver.events']:,} + "
-                               f"{counts['silver.duplicates']:,} + "
-                               f"{counts['silver.quarantine'] - filtered:,} + {filtered:,}"
-                               f" ({split:,})"))
-    status.checks.append(reason_check(spark, settings))
+    terms = operator_terms(spark, settings)
+    # (filtered and merged rows are part of silver.quarantine; shown apart)
+    quarantine = counts["silver.quarantine"] - terms.filtered - terms.merged
+    split = (counts["silver.events"] + counts["silver.duplicates"] + quarantine
+             + terms.filtered + terms.merged + terms.pending - terms.split_extra)
+    status.checks.append(Check(
+        "bronze = silver + duplicates + quarantine + filtered + merged_away + pending - "
+        "split_extra", bronze == split,
+        f"{bronze:,} = {counts['silver.events']:,} + {counts['silver.duplicates']:,} + "
+        f"{quarantine:,} + {terms.filtered:,} + {terms.merged:,} + {terms.pending:,} - "
+        f"{terms.split_extra:,} ({split:,})"))
+    status.checks.append(reason_check(spark, settings, terms))
+    if terms.stateful:
+        status.checks += operator_checks(spark, settings, terms)
     truth_file = settings.truth_dir / "truth.json"
     if truth_file.exists():
         truth = json.loads(truth_file.read_text())

@@ -41,6 +41,14 @@ def say(text: str) -> None:
     out.print(text, markup=False)
 
 
+#: ``lakecep``'s exit code for a failure the same input would repeat (a quarantine gate:
+#: the batch is judged again, unchanged, by a retry): the Airflow task fails at once,
+#: without its retry (``dags/lakecep_tasks.py`` has the same number).
+NO_RETRY_EXIT = 3
+#: The errors that exit with :data:`NO_RETRY_EXIT`.
+NO_RETRY = ("QuarantineGateError",)
+
+
 class Failure(Exception):
     """An error the user can act on: one message line and a hint (no traceback)."""
 

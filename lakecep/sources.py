@@ -80,6 +80,28 @@ class SourceError(ValueError):
 
 
 @dataclass(frozen=True)
+class Operator:
+    """One ``[[operators]]`` entry (docs/sources.md, "Preprocessing operators")."""
+
+    op: str
+    #: keep_fields, drop_fields, fill_forward: the declared fields it names
+    fields: tuple[str, ...] = ()
+    #: fill: the field filled; split: the message's key holding the array
+    field: str = ""
+    #: fill: the value expression; filter: the predicate
+    expr: str = ""
+    #: fill_forward, merge: the key expression ("": the mapping's object_id)
+    key: str = ""
+    #: merge: the tolerance in microseconds
+    within: int = 0
+    #: merge: (field, first | last | min | max | sum) for the fields not taken from the first
+    combine: tuple[tuple[str, str], ...] = ()
+    #: split: the declared field a scalar element goes to
+    into: str = ""
+
+
+
+@dataclass(frozen=True)
 class Source:
     name: str
     format: str
@@ -94,8 +116,8 @@ class Source:
     csv_delimiter: str = ","
     csv_quote: str = '"'
     csv_columns: tuple[str, ...] = ()
-    #: preprocessing operators, in order: ``(op, argument)`` (see :func:`_operators`)
-    operators: tuple[tuple[str, str], ...] = ()
+    #: preprocessing operators, in order (see :func:`_operators`)
+    operators: tuple[Operator, ...] = ()
     file: str = ""
     #: the silver job's quarantine gate for this source (None: the setting
     #: ``max_quarantine_ratio``)
@@ -107,6 +129,13 @@ class Source:
     kafka_max_offsets_per_trigger: int | None = None
     #: ``[kafka.options]``: Kafka consumer settings, handed to Spark as ``kafka.<key>``
     kafka_options: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def sequential(self) -> bool:
+        """Whether the source has an operator that sees records as a sequence
+        (``fill_forward``, ``merge``, ``split``): then silver runs it through
+        :func:`lakecep.operators.run_operators`, with state across micro-batches."""
+        return any(o.op in SEQUENTIAL for o in self.operators)
 
     def landing(self, home: Path) -> Path | Uri:
         """The landing folder, or an object-store URI (``s3a://bucket/prefix``)."""
@@ -155,7 +184,8 @@ def _str(data: dict, key: str, where: str, default: str | None = None,
 KNOWN_KEYS = ("name", "format", "path", "strict", "mapping", "fields", "time", "csv",
               "operators", "max_quarantine_ratio", "kafka")
 TABLE_KEYS = {"time": ("format", "timezone"), "csv": ("header", "delimiter", "quote", "columns"),
-              "operators": ("op", "fields", "field", "value", "where"),
+              "operators": ("op", "fields", "field", "value", "where", "key", "within",
+                            "combine", "into"),
               "kafka": ("bootstrap_servers", "topic", "starting_offsets",
                         "max_offsets_per_trigger", "options")}
 
@@ -314,13 +344,16 @@ def _kafka(data: dict, fmt: str, where: str) -> dict[str, Any]:
 
 _KAFKA_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
-OPERATORS = ("keep_fields", "drop_fields", "fill", "filter")
+OPERATORS = ("keep_fields", "drop_fields", "fill", "filter", "fill_forward", "merge", "split")
+#: Operators that see a source's records as a sequence (state across micro-batches).
+SEQUENTIAL = ("fill_forward", "merge", "split")
+COMBINE = ("first", "last", "min", "max", "sum")
+#: The index of a split part (0-based), a column of the records after a ``split``.
+PART = "_part"
 
 
-def _operators(items: Any, fields: tuple[str, ...], where: str) -> tuple[tuple[str, str], ...]:
-    """``[[operators]]`` entries -> ``(op, argument)``: ``keep_fields``/``drop_fields``
-    (argument: the field names joined by ``,``), ``fill`` (``field=expression``),
-    ``filter`` (the predicate)."""
+def _operators(items: Any, fields: tuple[str, ...], where: str) -> tuple[Operator, ...]:  # noqa: C901, PLR0912
+    """``[[operators]]`` entries -> :class:`Operator` (checked: docs/sources.md)."""
     if not isinstance(items, list):
         raise SourceError(f"{where}: operators must be an array of tables ([[operators]])",
                           ("operators",))
@@ -332,23 +365,62 @@ def _operators(items: Any, fields: tuple[str, ...], where: str) -> tuple[tuple[s
             raise SourceError(f"{at}: op {op!r}: use one of {', '.join(OPERATORS)}",
                               ("operators", k, "op") if isinstance(item, dict) and "op" in item
                               else ("operators", k))
-        if op in ("keep_fields", "drop_fields"):
+        allowed = {"keep_fields": {"fields"}, "drop_fields": {"fields"},
+                   "fill": {"field", "value"}, "filter": {"where"},
+                   "fill_forward": {"fields", "key"}, "merge": {"key", "within", "combine"},
+                   "split": {"field", "into"}}[op]
+        for extra in sorted(set(item) - allowed - {"op"}):
+            raise SourceError(f"{at}: {op} has no key {extra!r} (it takes "
+                              f"{', '.join(sorted(allowed))})", ("operators", k, extra))
+        key = item.get("key", "")
+        if not isinstance(key, str):
+            raise SourceError(f"{at}: key must be an expression string", ("operators", k, "key"))
+        if op in ("keep_fields", "drop_fields", "fill_forward"):
             names = item.get("fields")
-            if not isinstance(names, list) or not all(n in fields for n in names):
+            if not isinstance(names, list) or not names or not all(n in fields for n in names):
                 raise SourceError(f"{at}: {op} needs fields = [...] naming declared [fields]",
                                   ("operators", k, "fields"))
-            out.append((op, ",".join(names)))
+            out.append(Operator(op, fields=tuple(names), key=key))
         elif op == "fill":
             name, value = item.get("field"), item.get("value")
             if name not in fields or not isinstance(value, str) or not value.strip():
                 raise SourceError(f"{at}: fill needs field = <a declared field> and value = "
                                   "<expression>", ("operators", k))
-            out.append((op, f"{name}={value}"))
-        else:
+            out.append(Operator(op, field=name, expr=value))
+        elif op == "filter":
             predicate = item.get("where")
             if not isinstance(predicate, str) or not predicate.strip():
                 raise SourceError(f"{at}: filter needs where = <predicate>", ("operators", k))
-            out.append((op, predicate))
+            out.append(Operator(op, expr=predicate))
+        elif op == "merge":
+            within = item.get("within")
+            if isinstance(within, bool) or not isinstance(within, int | float) or not (
+                    0 < within < 10**9):
+                raise SourceError(f"{at}: merge needs within = <seconds> (a number > 0), got "
+                                  f"{within!r}", ("operators", k, "within")
+                                  if "within" in item else ("operators", k))
+            combine = item.get("combine", {})
+            if not isinstance(combine, dict):
+                raise SourceError(f"{at}: combine must be a table of field = "
+                                  f"\"{'|'.join(COMBINE)}\"", ("operators", k, "combine"))
+            for name, how in combine.items():
+                if name not in fields or how not in COMBINE:
+                    raise SourceError(f"{at}: combine.{name} = {how!r}: name a declared field "
+                                      f"and one of {', '.join(COMBINE)}",
+                                      ("operators", k, "combine", name))
+            out.append(Operator(op, key=key, within=round(within * 1_000_000),
+                                combine=tuple(combine.items())))
+        else:  # split
+            name, into = item.get("field"), item.get("into", "")
+            if not isinstance(name, str) or not _NAME.match(name) or name in fields:
+                raise SourceError(f"{at}: split needs field = <a key of the message holding a "
+                                  "JSON array> (not a declared field: the array is not "
+                                  "typed)", ("operators", k, "field") if "field" in item
+                                  else ("operators", k))
+            if into and into not in fields:
+                raise SourceError(f"{at}: split into = {into!r} must name a declared field",
+                                  ("operators", k, "into"))
+            out.append(Operator(op, field=name, into=into))
     return tuple(out)
 
 
@@ -665,6 +737,20 @@ _FORBIDDEN_CALLS = {"PREV", "NEXT", "FIRST", "LAST", "COUNT", "SUM", "AVG", "MIN
                     "CLASSIFIER", "MATCH_NUMBER"}
 
 
+@dataclass(frozen=True)
+class Step:
+    """One compiled operator: ``arg`` is op-specific (keep/drop: the names as a frozenset;
+    fill: the field; fill_forward: the fields; split: (field, into); merge: the combine
+    table as a dict), ``fn`` the compiled expression (fill: value, filter: predicate,
+    fill_forward and merge: key)."""
+
+    op: str
+    text: str
+    arg: Any
+    fn: Any
+    within: int = 0
+
+
 @dataclass
 class Mapping:
     """One source's compiled mapping (compiled once per process and source)."""
@@ -673,8 +759,8 @@ class Mapping:
     #: contract field -> (expression text, compiled row function, plain column name or None)
     exprs: dict[str, tuple[str, Any, str | None]] = field(default_factory=dict)
     columns: tuple[str, ...] = ()
-    #: compiled operators: (op, argument text, field or None, compiled expression or None)
-    steps: tuple[tuple[str, str, Any, Any], ...] = ()
+    #: compiled operators, in order
+    steps: tuple[Step, ...] = ()
     #: per-source constants, computed once: field types, kept attribute types, time parser
     types: dict[str, str] = field(default_factory=dict)
     kept: dict[str, str] = field(default_factory=dict)
@@ -683,55 +769,65 @@ class Mapping:
     hashed: bool = True
 
     @classmethod
-    def of(cls, source: Source) -> Mapping:
+    def of(cls, source: Source) -> Mapping:  # noqa: C901
         from cep_core.compile.expressions import ExprCompiler, Scope, walk
         from cep_core.errors import QueryError
         from cep_core.language import ast
         from cep_core.language.parser import parse_expression
 
-        columns = (*(n for n, _ in source.fields), RAW_HASH)
+        split = any(o.op == "split" for o in source.operators)
+        columns = (*(n for n, _ in source.fields), RAW_HASH, *((PART,) if split else ()))
         scope = Scope(columns, {}, "MEASURES")
         exprs = {}
         steps = []
         read: set[str] = set()  # the columns the expressions read (lower case)
-        for k, (op, argument) in enumerate(source.operators, 1):
-            if op in ("keep_fields", "drop_fields"):
-                steps.append((op, argument, frozenset(argument.split(",")), None))
+        mapped = dict(source.mapping)
+
+        def compile_expr(text: str, what: str) -> Any:
+            tree = parse_expression(text)
+            for node in walk(tree):
+                if isinstance(node, ast.Call) and node.name in _FORBIDDEN_CALLS:
+                    raise QueryError(f"{node.name}(...) is not allowed {what} (one record at "
+                                     "a time)", *node.pos)
+                if isinstance(node, ast.Column) and node.var is not None:
+                    raise QueryError(f"{node.var}.{node.name}: no pattern variables {what}",
+                                     *node.pos)
+            read.update(n.name.lower() for n in walk(tree) if isinstance(n, ast.Column))
+            return tree, ExprCompiler(scope).compile(tree)
+
+        for k, op in enumerate(source.operators, 1):
+            if op.op in ("keep_fields", "drop_fields"):
+                steps.append(Step(op.op, ",".join(op.fields), frozenset(op.fields), None))
                 continue
-            name, text = argument.split("=", 1) if op == "fill" else (None, argument)
+            if op.op == "split":
+                steps.append(Step(op.op, op.field, (op.field, op.into), None))
+                continue
+            if op.op in ("fill_forward", "merge"):
+                text, name = op.key or mapped["object_id"], "key"
+            else:
+                text, name = op.expr, "value" if op.op == "fill" else "where"
             try:
-                tree = parse_expression(text)
-                for node in walk(tree):
-                    if isinstance(node, ast.Call) and node.name in _FORBIDDEN_CALLS:
-                        raise QueryError(f"{node.name}(...) is not allowed here", *node.pos)
-                read |= {n.name.lower() for n in walk(tree) if isinstance(n, ast.Column)}
-                steps.append((op, text, name, ExprCompiler(scope).compile(tree)))
+                fn = compile_expr(text, "in an operator")[1]
             except QueryError as exc:
-                raise SourceError(f"{source.file}: operators[{k}] ({op}) {text!r}: {exc}",
-                                  ("operators", k, "value" if op == "fill" else "where"),
-                                  exc) from None
+                raise SourceError(f"{source.file}: operators[{k}] ({op.op}) {text!r}: {exc}",
+                                  ("operators", k, name), exc) from None
+            arg = {"fill": op.field, "fill_forward": op.fields,
+                   "merge": dict(op.combine)}.get(op.op)
+            steps.append(Step(op.op, text, arg, fn, op.within))
         for target, text in source.mapping:
             try:
-                tree = parse_expression(text)
-                for node in walk(tree):
-                    if isinstance(node, ast.Call) and node.name in _FORBIDDEN_CALLS:
-                        raise QueryError(f"{node.name}(...) is not allowed in a mapping (one "
-                                         "record at a time)", *node.pos)
-                    if isinstance(node, ast.Column) and node.var is not None:
-                        raise QueryError(f"{node.var}.{node.name}: no pattern variables in a "
-                                         "mapping", *node.pos)
-                fn = ExprCompiler(scope).compile(tree)
+                tree, fn = compile_expr(text, "in a mapping")
             except QueryError as exc:
                 raise SourceError(f"{source.file}: mapping.{target} = {text!r}: {exc} "
                                   "(expressions may use the declared [fields] and "
-                                  f"{RAW_HASH})", ("mapping", target), exc) from None
+                                  f"{RAW_HASH}{', ' + PART if split else ''})",
+                                  ("mapping", target), exc) from None
             plain = tree.name if isinstance(tree, ast.Column) else None
             exprs[target] = (text, fn, plain)
-            read |= {n.name.lower() for n in walk(tree) if isinstance(n, ast.Column)}
         if "event_id" not in exprs:
             exprs["event_id"] = (RAW_HASH, ExprCompiler(scope).compile(
                 parse_expression(RAW_HASH)), RAW_HASH)
-        hashed = "event_id" not in dict(source.mapping) or RAW_HASH in read or any(
+        hashed = source.sequential or "event_id" not in mapped or RAW_HASH in read or any(
             n.lower() == RAW_HASH for n, _ in source.fields)
         return cls(source, exprs, columns, tuple(steps), source.field_types(),
                    source.attribute_types(), time_parser(source.time_format, source.timezone),
@@ -765,11 +861,12 @@ def _attr_text(value: Any) -> str:
     return str(value)
 
 
-def map_record(source: Source, raw: str) -> tuple[Any, ...] | str:
-    """One bronze ``raw`` record -> the nine silver event columns, or a quarantine reason
-    naming EVERY failing field (``"<code>: <field>: <detail>; <code>: ..."``)."""
-    from cep_core.compile.state import MatchState
-
+def parse_record(source: Source, raw: str) -> tuple[dict[str, Any], dict[str, Any],
+                                                     list[str]] | str:
+    """Step 1 of the mapping: one bronze ``raw`` record -> ``(typed, unknown, problems)``:
+    the declared fields converted to their types (plus ``_raw_hash`` when an expression may
+    read it), the undeclared fields with their JSON values (sorted by name), and every
+    problem; or the reason when ``raw`` is not a JSON object."""
     mapping = mapping_of(source)
     try:
         record = json.loads(raw)
@@ -789,19 +886,54 @@ def map_record(source: Source, raw: str) -> tuple[Any, ...] | str:
             problems.append(f"wrong_type: {name}: {converted} ({kind})")
             converted = None
         typed[name] = converted
-    unknown = sorted(k for k in record if k not in types)
+    unknown = {k: record[k] for k in sorted(record) if k not in types}
     if source.strict and unknown:
         problems += [f"unknown_field: {k}" for k in unknown]
     if mapping.hashed:  # else no expression reads it (and it is no attribute)
         typed[RAW_HASH] = raw_hash(source.name, raw)
-    cols = {k: [v] for k, v in typed.items()}
-    state = MatchState(cols, ())
+    return typed, unknown, problems
+
+
+def row_state(typed: dict[str, Any]) -> Any:
+    """The one-row evaluation state of cep_core's compiled expressions over ``typed``
+    (its columns are lists of one value: write ``state.cols[name][0]`` to change one)."""
+    from cep_core.compile.state import MatchState
+
+    state = MatchState({k: [v] for k, v in typed.items()}, ())
     state.hi, state.rows, state.upto = 1, [0], 1
+    return state
+
+
+def map_record(source: Source, raw: str) -> tuple[Any, ...] | str:
+    """One bronze ``raw`` record -> the nine silver event columns, or a quarantine reason
+    naming EVERY failing field (``"<code>: <field>: <detail>; <code>: ..."``). For a source
+    without sequential operators (``fill_forward``, ``merge``, ``split``: those run over a
+    sequence, :func:`lakecep.operators.run_operators`)."""
+    mapping = mapping_of(source)
+    if source.sequential:
+        raise ValueError(f"source {source.name!r} has sequential operators: its records are "
+                         "mapped by lakecep.operators.run_operators")
+    parsed = parse_record(source, raw)
+    if isinstance(parsed, str):
+        return parsed
+    typed, unknown, problems = parsed
+    state = row_state(typed)
     dropped: set[str] = set()
     if mapping.steps and not problems:
-        outcome = _apply_operators(mapping.steps, cols, state, typed, unknown, dropped)
+        outcome = apply_step_row(mapping.steps, state, typed, unknown, dropped)
         if outcome is not None:
             return outcome
+    return map_typed(source, state, typed, unknown, dropped, problems)
+
+
+def map_typed(source: Source, state: Any, typed: dict[str, Any],  # noqa: C901, PLR0912, PLR0913
+              unknown: dict[str, Any], dropped: set[str],
+              problems: list[str]) -> tuple[Any, ...] | str:
+    """Steps 2-4 of the mapping over a typed record (after the operators): the contract
+    fields by the mapping expressions, the checks and the attributes; the nine silver event
+    columns, or the reason naming every problem (``problems`` holds those found before)."""
+    mapping = mapping_of(source)
+    time = mapping.time
     out: dict[str, Any] = {}
     for target in MAPPED_FIELDS:
         if target not in mapping.exprs:
@@ -842,11 +974,8 @@ def map_record(source: Source, raw: str) -> tuple[Any, ...] | str:
         if typed.get(name) is not None and name not in dropped:
             attributes[name] = _attr_text(typed[name])
     if not source.strict:
-        for name in unknown:
-            if name in dropped:
-                continue
-            value = record[name]
-            if value is None:
+        for name, value in unknown.items():
+            if name in dropped or value is None:
                 continue
             if isinstance(value, (dict, list)):
                 problems.append(f"wrong_type: {name}: an unknown field must be a scalar, got "
@@ -864,10 +993,10 @@ def map_record(source: Source, raw: str) -> tuple[Any, ...] | str:
 FILTERED = "filtered"
 
 
-def _apply_operators(steps: Sequence[tuple[str, str, Any, Any]], cols: dict[str, list[Any]],  # noqa: PLR0913
-                     state: Any, typed: dict[str, Any], unknown: list[str],
-                     dropped: set[str]) -> str | None:
-    """Run the preprocessing operators in order on one typed record (in place).
+def apply_step_row(steps: Sequence[Step], state: Any, typed: dict[str, Any],
+                   unknown: dict[str, Any], dropped: set[str]) -> str | None:
+    """Run the record-at-a-time operators in order on one typed record (in place; the
+    sequential ones are :mod:`lakecep.operators`'):
 
     - ``keep_fields``: every declared or unknown field not listed becomes NULL and is not
       kept as an attribute; ``drop_fields``: the listed ones do;
@@ -876,32 +1005,42 @@ def _apply_operators(steps: Sequence[tuple[str, str, Any, Any]], cols: dict[str,
     - ``filter``: a record whose predicate is not TRUE is dropped: the result is the reason
       ``filtered: <predicate>`` (silver keeps it in quarantine, counted as filtered).
 
-    Operators see one record at a time and keep no state, so a batch and any split of it
-    into micro-batches give the same output. Returns None, or the ``filtered`` reason."""
-    for op, text, argument, fn in steps:
-        if op in ("keep_fields", "drop_fields"):
-            names = [n for n in (*typed, *unknown) if n != RAW_HASH]
-            for name in names:
-                if (name in argument) == (op == "drop_fields"):
-                    dropped.add(name)
-                    if name in cols:
-                        cols[name][0] = None
-                        typed[name] = None
-        elif op == "fill":
-            if cols[argument][0] is None:
-                try:
-                    value = fn(state)
-                except Exception as exc:  # noqa: BLE001
-                    return f"invalid_value: {argument}: fill {text} failed: {exc}"
-                cols[argument][0] = typed[argument] = value
-                dropped.discard(argument)
-        else:
+    Returns None, or the ``filtered`` (or failed expression) reason."""
+    for step in steps:
+        outcome = apply_step(step, state, typed, unknown, dropped)
+        if outcome is not None:
+            return outcome
+    return None
+
+
+def apply_step(step: Step, state: Any, typed: dict[str, Any], unknown: dict[str, Any],
+               dropped: set[str]) -> str | None:
+    """One record-at-a-time operator (see :func:`apply_step_row`)."""
+    op, cols = step.op, state.cols
+    if op in ("keep_fields", "drop_fields"):
+        for name in [n for n in (*typed, *unknown) if n not in (RAW_HASH, PART)]:
+            if (name in step.arg) == (op == "drop_fields"):
+                dropped.add(name)
+                if name in cols:
+                    cols[name][0] = None
+                    typed[name] = None
+    elif op == "fill":
+        if cols[step.arg][0] is None:
             try:
-                keep = fn(state)
+                value = step.fn(state)
             except Exception as exc:  # noqa: BLE001
-                return f"invalid_value: filter {text} failed: {exc}"
-            if keep is not True:
-                return f"{FILTERED}: {text}"
+                return f"invalid_value: {step.arg}: fill {step.text} failed: {exc}"
+            cols[step.arg][0] = typed[step.arg] = value
+            dropped.discard(step.arg)
+    elif op == "filter":
+        try:
+            keep = step.fn(state)
+        except Exception as exc:  # noqa: BLE001
+            return f"invalid_value: filter {step.text} failed: {exc}"
+        if keep is not True:
+            return f"{FILTERED}: {step.text}"
+    else:  # pragma: no cover - sequential operators are lakecep.operators'
+        raise AssertionError(op)
     return None
 
 

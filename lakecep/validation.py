@@ -46,6 +46,7 @@ from lakecep.queries import (
     load_query,
 )
 from lakecep.sources import (
+    PART,
     RAW_HASH,
     Source,
     SourceError,
@@ -310,11 +311,14 @@ def check_source_file(path: Path) -> tuple[Source | None, list[Problem]]:
     except SourceError as exc:
         return None, [_source_problem(exc, where)]
     fields = {**dict(source.fields), RAW_HASH: "string"}
-    for k, (op, argument) in enumerate(source.operators, 1):
-        if op in ("fill", "filter"):
-            text_ = argument.split("=", 1)[1] if op == "fill" else argument
-            key = ("operators", k, "value" if op == "fill" else "where")
-            problems += _expression_types(text_, fields, where.sub(key))
+    if any(o.op == "split" for o in source.operators):
+        fields[PART] = "bigint"
+    for k, op in enumerate(source.operators, 1):
+        if op.op in ("fill", "filter"):
+            key = ("operators", k, "value" if op.op == "fill" else "where")
+            problems += _expression_types(op.expr, fields, where.sub(key))
+        elif op.key:
+            problems += _expression_types(op.key, fields, where.sub(("operators", k, "key")))
     for target, expr in source.mapping:
         problems += _expression_types(expr, fields, where.sub(("mapping", target)))
     return (None if problems else source), problems

@@ -97,6 +97,7 @@ WINDOW_STATE = [
     ("w1", "f1", -1, 1, '{"watermark": 10}', None, ts(13)),
     ("w1", "f1", 0, 1, "{}", "{}", ts(13)),
 ]
+OPERATOR_STATE = [("cards", 3, '{"counts": {"pending": 1}}', None, ts(6))]
 PARTIAL_MATCHES = [
     ("la1", "f1", "hot", 0, "", None, bytearray(b"x"), 1, 2, 0, 3, ts(6)),
     ("la1", "f1", "key", 0, "o1", 1000, None, None, None, 0, 3, ts(6)),
@@ -134,6 +135,7 @@ DATA = {
     "silver.events": SILVER,
     "silver.quarantine": QUARANTINE,
     "silver.duplicates": DUPLICATES,
+    "silver.operator_state": OPERATOR_STATE,
     "gold.complex_events": GOLD,
     "gold.alerts": ALERTS,
     "gold.probabilistic_events": PROBABILISTIC,

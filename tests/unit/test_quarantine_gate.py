@@ -75,3 +75,11 @@ def test_the_cli_shows_the_gate_as_one_line_and_a_hint() -> None:
                                         "batch was written (bronze keeps its lines): fix it"))
     assert shown.message == "silver quarantine gate: batch 3: ..."
     assert shown.hint == "nothing of this batch was written (bronze keeps its lines): fix it"
+
+
+def test_the_gate_exit_code_is_the_one_the_dag_does_not_retry() -> None:
+    from lakecep.console import NO_RETRY, NO_RETRY_EXIT
+    from lakecep.dags.lakecep_tasks import NO_RETRY_EXIT as DAG_NO_RETRY
+
+    assert NO_RETRY_EXIT == DAG_NO_RETRY == 3
+    assert QuarantineGateError.__name__ in NO_RETRY
