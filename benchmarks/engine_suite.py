@@ -447,6 +447,8 @@ def main() -> None:
     ap.add_argument("--skip", nargs="*", default=[], choices=["core", "flink", "general",
                                                               "incremental", "pandas"])
     ap.add_argument("--out", type=Path, default=RESULTS / "engine_suite.json")
+    ap.add_argument("--from-json", action="store_true",
+                    help="only redraw the plot from --out (e.g. after a partial run)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--lakecep-run", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -455,6 +457,9 @@ def main() -> None:
         return
     if args.lakecep_run:
         lakecep_process(*args.lakecep_run)
+        return
+    if args.from_json:
+        plot(json.loads(args.out.read_text()), args.out.with_suffix(".png"))
         return
     have_core, have_flink = CORE_PY.exists(), FLINK_PY.exists()
     report: dict[str, Any] = {
