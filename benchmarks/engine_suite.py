@@ -17,7 +17,8 @@ each comparison means (and where the peers' semantics differ): ``docs/performanc
   warm-up: first-call / compile costs are reported there, ``probe_s``) estimates the time;
   when a full-size repetition would exceed ``--budget`` seconds the measurement runs on
   the largest of 10M/5M/2M/1M/500k/200k/100k/50k rows that fits (``rows`` in the JSON);
-* ``pandas``: the hand-vectorised version over the full input, median of ``--reps``;
+* ``pandas``: the hand-vectorised version on the rows of the batch measurement, median
+  of ``--reps``;
 * ``core`` (CORE's venv, ``benchmarks/core/setup.sh``): the CEQL text over the first
   ``--core-rows`` rows, engine time only (events built beforehand), and its complex events
   checked against cep_core's matches on the same rows;
@@ -388,6 +389,11 @@ def ratios(entry: dict[str, Any]) -> dict[str, Any]:
         out["pandas_over_batch"] = round(pandas_ / batch, 2)
     if batch and core:
         out["batch_over_core"] = round(batch / core, 2)
+        # CORE's offline server mostly waits on its worker threads (CPU << wall on a
+        # loaded machine): also compare rows per CPU-second of each process
+        cpu_batch = entry["batch"]["rows"] / statistics.median(entry["batch"]["cpu_s"])
+        cpu_core = entry["core"]["rows"] / statistics.median(entry["core"]["cpu_s"])
+        out["batch_over_core_cpu"] = round(cpu_batch / cpu_core, 2)
     if isinstance(entry.get("flink"), dict) and "speedup" in entry["flink"]:
         out["lakecep_over_flink"] = entry["flink"]["speedup"]
     return out
@@ -431,6 +437,39 @@ def plot(report: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def summary(report: dict[str, Any]) -> str:
+    """The results as a Markdown table (docs/performance.md)."""
+    def rate(m: Any) -> str:
+        if not isinstance(m, dict) or not m.get("rows_per_s"):
+            return "-"
+        return f"{m['rows_per_s']:,} ({m['rows']:,})"
+
+    lines = ["| shape | batch rows/s (rows) | incremental | general | pandas | CORE | "
+             "batch / general | pandas / batch | batch / CORE (CPU) | lakecep / Flink | "
+             "checks |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for name, e in report["shapes"].items():
+        r = e.get("ratios", {})
+        v = e.get("verify", {})
+        checks = [k for k in ("batch_equals_general", "incremental_equals_batch",
+                              "pandas_equal") if v.get(k) is False]
+        core = e.get("core") if isinstance(e.get("core"), dict) else {}
+        if core and "check_ok" in core:
+            checks += [] if core["check_ok"] else [f"CORE {core['relation']}"]
+        flink = e.get("flink") if isinstance(e.get("flink"), dict) else {}
+        if flink and "same_matches" in flink and not flink["same_matches"]:
+            checks.append("Flink")
+        engine = e["batch"].get("engine", "")
+        lines.append(
+            f"| {name} | {rate(e['batch'])} {engine} | {rate(e.get('incremental'))} | "
+            f"{rate(e.get('general'))} | {rate(e.get('pandas'))} | {rate(core)} | "
+            f"{r.get('batch_over_general', '-')} | {r.get('pandas_over_batch', '-')} | "
+            f"{r.get('batch_over_core', '-')} ({r.get('batch_over_core_cpu', '-')}) | "
+            f"{r.get('lakecep_over_flink', '-')} | "
+            f"{'FAILED: ' + ', '.join(checks) if checks else 'all equal'} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=0, help="tick rows (0: 10M)")
@@ -448,7 +487,7 @@ def main() -> None:
                                                               "incremental", "pandas"])
     ap.add_argument("--out", type=Path, default=RESULTS / "engine_suite.json")
     ap.add_argument("--from-json", action="store_true",
-                    help="only redraw the plot from --out (e.g. after a partial run)")
+                    help="only redraw the plot and print the table from --out")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--lakecep-run", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -459,7 +498,12 @@ def main() -> None:
         lakecep_process(*args.lakecep_run)
         return
     if args.from_json:
-        plot(json.loads(args.out.read_text()), args.out.with_suffix(".png"))
+        report = json.loads(args.out.read_text())
+        for entry in report["shapes"].values():
+            entry["ratios"] = ratios(entry)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        plot(report, args.out.with_suffix(".png"))
+        print(summary(report))
         return
     have_core, have_flink = CORE_PY.exists(), FLINK_PY.exists()
     report: dict[str, Any] = {
@@ -489,10 +533,12 @@ def main() -> None:
             if mode not in args.skip:
                 entry[mode] = budgeted(shape, mode, rows, args)
         if shape.pandas is not None and "pandas" not in args.skip:
+            # on the rows of the batch measurement: ratios at the same size
+            n = entry["batch"]["rows"]
             entry["pandas"] = run_child({"shape": name, "mode": "pandas", "reps": args.reps,
-                                         "path": str(data_file(shape.data, rows)),
+                                         "path": str(data_file(shape.data, n)),
                                          "batch_rows": 0})
-            print(f"  {name:14s} pandas       rows={rows:>10,} median="
+            print(f"  {name:14s} pandas       rows={n:>10,} median="
                   f"{entry['pandas']['median_s']:8.3f}s {entry['pandas']['rows_per_s']:>12,}"
                   " rows/s", flush=True)
         if shape.core is not None and "core" not in args.skip:
@@ -509,6 +555,7 @@ def main() -> None:
     report["load_avg_end"] = list(os.getloadavg())
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     plot(report, args.out.with_suffix(".png"))
+    print(summary(report))
     print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
 
 
