@@ -264,7 +264,9 @@ def core_run(shape: Shape, rows: int, args: argparse.Namespace) -> dict[str, Any
     res = subprocess.run([str(CORE_PY), str(ROOT / "benchmarks" / "core" / "run_core.py"),
                           str(work / f"{shape.name}.json")],
                          capture_output=True, text=True, check=False)
-    if res.returncode != 0:
+    if res.returncode != 0 or "Failed to process client request" in res.stdout:
+        # pycer prints a rejected query's error to stdout and goes on with no query
+        print(f"  {shape.name:14s} core FAILED: {res.stdout[:300]} {res.stderr[-300:]}")
         return {"error": res.stderr[-1500:] or res.stdout[-1500:], "query": query}
     out: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
     out["load_avg"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
@@ -541,12 +543,19 @@ def main() -> None:
             print(f"  {name:14s} pandas       rows={n:>10,} median="
                   f"{entry['pandas']['median_s']:8.3f}s {entry['pandas']['rows_per_s']:>12,}"
                   " rows/s", flush=True)
-        if shape.core is not None and "core" not in args.skip:
-            entry["core"] = (core_run(shape, min(args.core_rows, rows), args) if have_core
-                             else {"skipped": "CORE venv missing: benchmarks/core/setup.sh"})
-        if shape.flink is not None and "flink" not in args.skip:
-            entry["flink"] = (flink_run(shape, min(args.flink_rows, rows), args) if have_flink
-                              else {"skipped": "Flink venv missing: benchmarks/flink/setup.sh"})
+        for peer, runner, installed, rows_ in (
+                ("core", core_run, have_core and shape.core is not None, args.core_rows),
+                ("flink", flink_run, have_flink and shape.flink is not None, args.flink_rows)):
+            if peer in args.skip or getattr(shape, peer) is None:
+                continue
+            if not installed:
+                entry[peer] = {"skipped": f"not installed: benchmarks/{peer}/setup.sh"}
+                continue
+            try:  # a peer's failure is a result, not the end of the run
+                entry[peer] = runner(shape, min(rows_, rows), args)
+            except Exception as err:  # noqa: BLE001
+                print(f"  {name:14s} {peer} FAILED: {err}", flush=True)
+                entry[peer] = {"error": str(err)[-1500:]}
         entry["ratios"] = ratios(entry)
         print(f"  ratios: {entry['ratios']}", flush=True)
         report["shapes"][name] = entry

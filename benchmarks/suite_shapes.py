@@ -19,6 +19,7 @@ computed without a Python loop over rows or matches.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -239,8 +240,13 @@ def _dirs(*names: str) -> str:
 _CEQL_DIR = {"UP": "chg > 0", "DOWN": "chg < 0", "FLAT": "chg = 0 AND first = 0"}
 
 
+NEGATIVE, POSITIVE = re.compile(r"-(\d)"), r"0 - \1"
+
+
 def _ceql(formula: str, filters: dict[str, str], window_ms: int | None = None) -> str:
-    where = " AND ".join(f"{v}[{c}]" for v, c in filters.items())
+    # pycer 0.1.6 rejects a negative literal ("chg <= -3": "Failed to process client
+    # request"); "0 - 3" is accepted
+    where = " AND ".join(f"{v}[{NEGATIVE.sub(POSITIVE, c)}]" for v, c in filters.items())
     within = f" WITHIN {window_ms + 1} [ts]" if window_ms is not None else ""
     return f"SELECT * FROM S WHERE ({formula}) FILTER {where} PARTITION BY [key]{within}"
 

@@ -93,11 +93,11 @@ def main() -> None:
 
     if "cases" in spec:  # many small queries in one process (the differential test)
         results = [run_case(pycer, case) for case in spec["cases"]]
-        print(json.dumps({"cases": len(results)}), flush=True)
+        print("\n" + json.dumps({"cases": len(results)}), flush=True)
         return
     result = run_case(pycer, spec)
     result["peak_rss_mb"] = round(_peak_mb(), 1)
-    print(json.dumps(result), flush=True)
+    print("\n" + json.dumps(result), flush=True)  # on its own line after pycer's prints
 
 
 if __name__ == "__main__":
