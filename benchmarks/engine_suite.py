@@ -78,20 +78,26 @@ def data_file(data: str, rows: int) -> Path:
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    if data == "ticks":
-        df = stock_ticks(rows)
-        prev = df.groupby("symbol", sort=False)["price"].shift(1)
-        df["chg"] = np.round((df["price"] - prev) * 100)  # cents; NULL on a first tick
-    else:
-        raw = pd.read_parquet(flights_file())
-        k = raw.groupby(["origin", "date"], sort=False).cumcount().to_numpy()
-        df = pd.DataFrame({"origin": raw["origin"],
-                           "ts": raw["date"].astype("datetime64[ns]")
-                           + pd.to_timedelta(k, unit="ms"),
-                           "delay": raw["delay"]})
-        df = df.sort_values("ts", kind="stable").head(rows).reset_index(drop=True)
+    df = (ticks_with_chg(stock_ticks(rows)) if data == "ticks"
+          else flights_total_order(pd.read_parquet(flights_file())).head(rows))
     df.to_parquet(path)
     return path
+
+
+def ticks_with_chg(df: pd.DataFrame) -> pd.DataFrame:
+    """``chg`` = change from the symbol's previous tick in cents (NULL on its first)."""
+    prev = df.groupby("symbol", sort=False)["price"].shift(1)
+    return df.assign(chg=np.round((df["price"] - prev) * 100))
+
+
+def flights_total_order(raw: pd.DataFrame) -> pd.DataFrame:
+    """``origin, ts, delay`` with ``ts`` = ``date`` + k ms for the k-th flight of the same
+    origin and minute (file order), sorted by ``ts``."""
+    k = raw.groupby(["origin", "date"], sort=False).cumcount().to_numpy()
+    df = pd.DataFrame({"origin": raw["origin"],
+                       "ts": raw["date"].astype("datetime64[ns]") + pd.to_timedelta(k, unit="ms"),
+                       "delay": raw["delay"]})
+    return df.sort_values("ts", kind="stable").reset_index(drop=True)
 
 
 def size(data: str, rows: int) -> int:
