@@ -416,7 +416,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     shapes = list(report["shapes"])
     series = [("batch", "tab:green"), ("incremental", "tab:olive"), ("general", "tab:gray"),
               ("pandas", "tab:purple"), ("core", "tab:orange")]
-    fig, ax = plt.subplots(figsize=(11, 6.5))
+    fig, ax = plt.subplots(figsize=(11, 7))
     width = 0.16
     for j, (name, color) in enumerate(series):
         vals = []
@@ -440,7 +440,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     load = report["load_avg_start"]
     ax.set_title(f"cep_core engine suite ({report['machine'].get('cpus')} vCPU, load "
                  f"{load[0]:.1f} at start; Flink p=1 speedups in the JSON)", fontsize=10)
-    ax.legend(fontsize=7, loc="upper right", ncol=2)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=4)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -475,6 +475,17 @@ def summary(report: dict[str, Any]) -> str:
             f"{r.get('batch_over_core', '-')} ({r.get('batch_over_core_cpu', '-')}) | "
             f"{r.get('lakecep_over_flink', '-')} | "
             f"{'FAILED: ' + ', '.join(checks) if checks else 'all equal'} |")
+    lines += ["", "Rows per CPU-second of the measuring process (all its threads): the rate "
+              "with a whole\ncore, less sensitive to the machine's load.", "",
+              "| shape | batch | incremental | general | pandas | CORE |",
+              "|---|---:|---:|---:|---:|---:|"]
+    for name, e in report["shapes"].items():
+        cells = []
+        for mode in ("batch", "incremental", "general", "pandas", "core"):
+            m = e.get(mode)
+            ok = isinstance(m, dict) and m.get("cpu_s") and statistics.median(m["cpu_s"])
+            cells.append(f"{round(m['rows'] / statistics.median(m['cpu_s'])):,}" if ok else "-")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
