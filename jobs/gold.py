@@ -36,7 +36,7 @@ from lakecep.sources import load_sources, sources_dir, with_source_attributes
 from lakecep.tuning import load_latest, pool_name
 from lakecep.validation import ValidationError, check_queries, validate
 
-from . import alerts
+from . import alerts, snapshots
 from .archive import RecentBuffer
 from .gold_acquisition import AcquisitionPlans, acquisition_rows, record_plans
 from .gold_live_archive import check_live_columns, live_archive_rows, record_access
@@ -285,13 +285,20 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
             check_url(settings.alert_webhook)
         log(f"{QUERY}: alerts of {', '.join(alert_ids)} to gold.alerts"
             + (f" and {settings.alert_webhook}" if settings.alert_webhook else ""))
+    horizons = {q.id: q.snapshot.horizon for q in snapshots.snapshot_queries(queries)}
+    for warning in snapshots.retention_warnings(silver, horizons):
+        log(f"{QUERY}: warning: {warning}")
 
-    def send_alerts(rows, batch_id: int, detected: datetime) -> None:  # noqa: ANN001
-        new = alerts.record(spark, settings, rows, alert_ids, batch_id, detected)
+    def send_alerts(new: int, batch_id: int, detected: datetime, history,  # noqa: ANN001
+                    version: int) -> None:
         delivered, failed, waiting = alerts.deliver(spark, settings, detected)
         note = f"; webhook: {delivered} delivered" if settings.alert_webhook else ""
         if failed or waiting:
             note += f", {failed} failed, {waiting} not tried (retried next batch)"
+        taken, pending = snapshots.take(spark, settings, queries, history, version, batch_id,
+                                        detected)
+        if taken or pending:
+            note += f"; snapshots: {taken} written, {pending} pending"
         log(f"{QUERY}: batch {batch_id}: {new} new alerts{note}")
 
     writer = writer_id(settings, QUERY)  # txnAppId of the access record's append
@@ -316,6 +323,9 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
         rows = found.rows.persist()
         try:
             counts = dict(rows.groupBy("query_id").count().collect())
+            # alerts before gold: every alerting row of gold has its alert (docs/alerts.md)
+            new_alerts = (alerts.record(spark, settings, rows, alert_ids, batch_id, detected)
+                          if any(counts.get(q) for q in alert_ids) else 0)
             if counts:  # a MERGE of nothing still costs a Delta commit (seconds)
                 merge_into_gold(spark, settings, rows)
             superseded, restored = supersede(spark, settings, rows, found.recomputed, version)
@@ -323,7 +333,7 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                 log(f"{QUERY}: batch {batch_id}: {superseded} complex events superseded "
                     f"(late events broke them), {restored} current again")
             if alert_ids:
-                send_alerts(rows, batch_id, detected)
+                send_alerts(new_alerts, batch_id, detected, history, version)
             for query, prob_rows, touched in found.probabilistic:
                 merge_probabilistic(spark, settings, query, prob_rows, touched)
                 log(f"{QUERY}: batch {batch_id}: {query.id}: probabilistic events of "

@@ -42,6 +42,7 @@ TABLES: tuple[str, ...] = (
     "silver.duplicates",
     "gold.complex_events",
     "gold.alerts",
+    "gold.alert_snapshots",
     "gold.probabilistic_events",
     "gold.window_outputs",
     "gold.window_state",

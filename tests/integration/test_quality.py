@@ -89,6 +89,12 @@ ALERTS = [
     ("m1", "q1", "v1", "o1", ts(1), ts(2), {"n": "2"}, 0, ts(3), ts(3), 1, None),
     ("m9", "q1", "v1", "o2", ts(1), ts(2), {"n": "1"}, 1, ts(4), None, 2, "HTTP 503"),
 ]
+ALERT_SNAPSHOTS = [
+    # alert_id, query_id, partition_key, event_id, object_id, event_type, source_id,
+    # event_time, ingest_time, attributes, role, snapshot_version, batch_id, created_time
+    ("m1", "q1", "o1", "e0", "o1", "read", "A", ts(0), ts(0), {}, "before", 3, 0, ts(3)),
+    ("m1", "q1", "o1", "e1", "o1", "read", "B", ts(1), ts(1), {}, "match", 3, 0, ts(3)),
+]
 WINDOW_OUTPUTS = [
     ("w1", "v1", "o1", "time", ts(0), ts(10), 0, "count", 2.0, 2, 0, ts(10), 0, ts(11)),
     ("w1", "v1", "o1", "time", ts(0), ts(10), 0, "count", 3.0, 3, 1, ts(12), 1, ts(13)),
@@ -136,6 +142,7 @@ DATA = {
     "silver.duplicates": DUPLICATES,
     "gold.complex_events": GOLD,
     "gold.alerts": ALERTS,
+    "gold.alert_snapshots": ALERT_SNAPSHOTS,
     "gold.probabilistic_events": PROBABILISTIC,
     "gold.window_outputs": WINDOW_OUTPUTS,
     "gold.window_state": WINDOW_STATE,
@@ -249,13 +256,14 @@ def test_gold_value_sets_agree_with_the_writing_code() -> None:
     import inspect
 
     from cep_core.live_archive.spec import STRATEGIES
-    from lakecep.jobs import statistics
+    from lakecep.jobs import snapshots, statistics
     from lakecep.queries import ACQUISITIONS, UNCERTAIN_METHODS, WindowQuery
 
     assert value_set("gold.archive_access", "strategy") == sorted(STRATEGIES)
     assert value_set("gold.acquisition_plans", "acquisition") == sorted(ACQUISITIONS)
     assert value_set("gold.probabilistic_events", "method") == sorted(UNCERTAIN_METHODS)
     assert value_set("gold.quality_results", "table_name") == sorted(quality.TABLES)
+    assert value_set("gold.alert_snapshots", "role") == sorted(snapshots.ROLES)
     # statistics rows are made by _row("<kind>", ...); window kinds are WindowQuery.mode's
     kinds = set(re.findall(r'_row\("(\w+)"', inspect.getsource(statistics)))
     assert value_set("gold.statistics", "kind") == sorted(kinds)
