@@ -14,13 +14,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 from webhook import Webhook
 
-from lakecep.jobs import alerts, bronze, cli, gold, replay, silver
+from lakecep.jobs import alerts, bronze, cli, gold, replay, silver, snapshots
 from lakecep.jobs.tables import LakeTable
 from lakecep.queries import QUERIES_DIR
 
@@ -158,3 +159,25 @@ def _check_replay(spark, local, monkeypatch, capsys) -> None:  # noqa: ANN001
     assert "reproduced" in shown and "e8" in shown and "firing snapshot" in shown
     assert cli.main(["replay", "ffffffffffff"]) == 1
     assert "no complex event with match_id" in capsys.readouterr().err
+
+
+def test_retention_shorter_than_the_replay_horizon_warns(spark, settings,  # noqa: ANN001
+                                                         tmp_path: Path) -> None:
+    """Silver's Delta retention against the replay horizon (gold's start and `lakecep
+    replay`), and a replayed version older than a retention (docs/alerts.md, Retention)."""
+    local = dataclasses.replace(settings, home=tmp_path)
+    silver = LakeTable(spark, local, "silver.events").ensure()
+    assert snapshots.retention_warnings(silver, {"q": timedelta(days=7)}) == []  # defaults
+    spark.sql(f"ALTER TABLE delta.`{silver.path}` SET TBLPROPERTIES "
+              "('delta.deletedFileRetentionDuration' = 'interval 1 seconds')")
+    (line,) = snapshots.retention_warnings(silver, {"q": timedelta(days=7), "p": timedelta(1)})
+    assert line.startswith("silver.events delta.deletedFileRetentionDuration = 'interval 1 "
+                           "seconds' is shorter than the replay horizon 7 days of q:")
+    assert snapshots.retention_warnings(silver, {"q": timedelta(seconds=1)}) == []
+    one = replay.Replay("m", "q", {})
+    time.sleep(2)   # version 0 is now older than the 1 s deleted-file retention
+    replay._retention(spark, silver, {"q": timedelta(seconds=1)}, {("q", 0): [one]})  # noqa: SLF001
+    assert len(one.warnings) == 1 and one.warnings[0].startswith(
+        "silver.events version 0 was committed ")
+    assert "longer than delta.deletedFileRetentionDuration = 'interval 1 seconds'" in \
+        one.warnings[0]
