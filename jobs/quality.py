@@ -41,6 +41,7 @@ TABLES: tuple[str, ...] = (
     "silver.quarantine",
     "silver.duplicates",
     "gold.complex_events",
+    "gold.rule_runs",
     "gold.alerts",
     "gold.alert_snapshots",
     "gold.probabilistic_events",

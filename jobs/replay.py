@@ -23,8 +23,10 @@ import pandas as pd
 from lakecep.config import Settings
 from lakecep.queries import LiveArchiveQuery, PatternQuery, SnapshotSpec, micros
 from lakecep.replay import FIELDS, differences
+from lakecep.rules import inputs_of
 
 from . import snapshots
+from .gold_chain import derived_events, in_order
 from .gold_live_archive import archive_joiner
 from .gold_pattern import pattern_matcher
 from .gold_rows import BUCKET, time_ns
@@ -141,7 +143,8 @@ def replay(spark: SparkSession, settings: Settings, match_ids: Sequence[str], *,
                  default[1] if after is None else micros(after))
         _context(spark, silver, query, version, members, spans)
     _snapshots(spark, settings, by_id, list(out.values()), silver)
-    _retention(spark, silver, horizons, groups)
+    _retention(spark, silver, horizons,   # chained rules' versions are gold's, not silver's
+               {g: m for g, m in groups.items() if not inputs_of(by_id[g[0]])})
     return [out[m] for m in match_ids if m in out]
 
 
@@ -182,9 +185,13 @@ def _replay_group(spark: SparkSession, settings: Settings, queries: Sequence[Any
     column = snapshots.key_column(query)
     keys = sorted({str(m.stored["partition_key"]) for m in members})
     try:
-        frame = _at(silver, version, lambda history: history.select(
-            *engine_columns(queries)).where(F.col(column).cast("string").isin(keys))
-            .toPandas())
+        if inputs_of(query):   # a chained rule: its inputs' complex events at that version
+            gold = LakeTable(spark, settings, "gold.complex_events")
+            frame = _at(gold, version, lambda rows: derived_events(rows, query, keys).toPandas())
+        else:
+            frame = _at(silver, version, lambda history: history.select(
+                *engine_columns(queries)).where(F.col(column).cast("string").isin(keys))
+                .toPandas())
     except ReplayError as exc:
         for one in members:
             one.error = str(exc)
@@ -224,6 +231,8 @@ def _rerun(query: Any, frame: pd.DataFrame, version: int, batch_id: int,
         # the definition (LLAA: each live match's own RA); every strategy gives these rows
         out = archive_joiner(query, "llaa", version, batch_id, detected)(live, rows)
         out["strategy"] = strategy
+    elif inputs_of(query):
+        out = in_order(pattern_matcher(query, version, batch_id, detected))(rows)
     else:
         out = pattern_matcher(query, version, batch_id, detected)(rows)
     records = out.to_dict("records")
@@ -268,7 +277,7 @@ def _context(spark: SparkSession, silver: LakeTable, query: Any, version: int,  
              members: list[Replay], spans: tuple[int, int]) -> None:
     """The events of each member's key at ``version`` in its context window."""
     live = [m for m in members if m.error is None]
-    if not live:
+    if not live or inputs_of(query):  # a chained rule's events are complex events
         return
     events = _at(silver, version, lambda history: _events(snapshots.around(
         spark, history, _targets(spark, live), {query.id: spans},

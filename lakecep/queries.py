@@ -84,6 +84,9 @@ class PatternQuery:
     alert: bool = False
     #: the events around each alert are kept in gold.alert_snapshots (docs/alerts.md)
     snapshot: SnapshotSpec | None = None
+    #: a chained rule: the ids of the rules whose complex events it reads instead of silver
+    #: (docs/rules.md)
+    inputs: tuple[str, ...] = ()
 
     def compiled(self) -> CompiledQuery:
         """The compiled MATCH_RECOGNIZE statement (cached per process)."""
@@ -309,7 +312,11 @@ def load_query(path: Path) -> QueryDefinition:
                                    f"go to gold.complex_events (kind 'pattern' or "
                                    f"'live_archive'), not kind {kind!r}")
     snapshot = _snapshot(data.get("snapshot"), alert, path)
-    data = {k: v for k, v in data.items() if k not in ("alert", "snapshot")}
+    inputs = _inputs(data.get("input"), kind, alert, path)
+    if inputs and "acquisition" in data:
+        raise QueryDefinitionError(f"{path}: input (a chained rule) is for MATCH_RECOGNIZE "
+                                   "pattern queries, not acquisition ones")
+    data = {k: v for k, v in data.items() if k not in ("alert", "snapshot", "input")}
     common = dict(
         id=_require(data, "id", path),
         version=str(data.get("version", "1")),
@@ -321,7 +328,7 @@ def load_query(path: Path) -> QueryDefinition:
                                                 "snapshot": snapshot})
     if kind == "pattern":
         return PatternQuery(query=_require(data, "query", path), alert=alert,
-                            snapshot=snapshot, **common)
+                            snapshot=snapshot, inputs=inputs, **common)
     if kind == "live_archive":
         live, archive = data.get("live", {}), data.get("archive", {})
         strategy = str(data.get("strategy", "auto"))
@@ -359,6 +366,26 @@ def load_query(path: Path) -> QueryDefinition:
         return _window_query(data, path, common)
     raise QueryDefinitionError(f"{path}: kind must be 'pattern', 'live_archive', "
                                f"'uncertain' or 'window', got {kind!r}")
+
+
+def _inputs(value: object, kind: str, alert: bool, path: Path) -> tuple[str, ...]:
+    """``input``: the rules a chained rule reads (docs/rules.md); a list of ids (or one)."""
+    if value is None:
+        return ()
+    names = [value] if isinstance(value, str) else value
+    if (not isinstance(names, list) or not names
+            or not all(isinstance(n, str) and n.strip() for n in names)):
+        raise QueryDefinitionError(f"{path}: input must be a rule id or a non-empty list of "
+                                   f"rule ids, got {value!r}")
+    if kind != "pattern":
+        raise QueryDefinitionError(f"{path}: input (a chained rule) is for kind 'pattern'; "
+                                   f"chained {kind!r} rules are not built yet (docs/rules.md)")
+    if alert:
+        raise QueryDefinitionError(f"{path}: alert = true on a chained rule (input) is not "
+                                   "built yet (docs/rules.md)")
+    if len(set(names)) != len(names):
+        raise QueryDefinitionError(f"{path}: input lists a rule twice: {names}")
+    return tuple(names)
 
 
 def _snapshot(table: object, alert: bool, path: Path) -> SnapshotSpec | None:

@@ -89,6 +89,12 @@ ALERTS = [
     ("m1", "q1", "v1", "o1", ts(1), ts(2), {"n": "2"}, 0, ts(3), ts(3), 1, None),
     ("m9", "q1", "v1", "o2", ts(1), ts(2), {"n": "1"}, 1, ts(4), None, 2, "HTTP 503"),
 ]
+RULE_RUNS = [
+    # query_id, fingerprint, batch_id, from_version, to_version, bootstrap, changes,
+    # keys_recomputed, keys_total, complex_events, superseded, restored, seconds, run_time
+    ("c1", "f1", 0, None, 3, True, 0, 4, 4, 2, 0, 0, 0.5, ts(3)),
+    ("c1", "f1", 1, 3, 6, False, 3, 2, 4, 1, 1, 0, 0.4, ts(4)),
+]
 ALERT_SNAPSHOTS = [
     # alert_id, query_id, partition_key, event_id, object_id, event_type, source_id,
     # event_time, ingest_time, attributes, role, snapshot_version, batch_id, created_time
@@ -141,6 +147,7 @@ DATA = {
     "silver.quarantine": QUARANTINE,
     "silver.duplicates": DUPLICATES,
     "gold.complex_events": GOLD,
+    "gold.rule_runs": RULE_RUNS,
     "gold.alerts": ALERTS,
     "gold.alert_snapshots": ALERT_SNAPSHOTS,
     "gold.probabilistic_events": PROBABILISTIC,
