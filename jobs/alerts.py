@@ -1,14 +1,18 @@
 """Alerts in the gold job (docs/alerts.md): ``gold.alerts`` and the webhook.
 
-Per micro-batch, after the batch's complex events are in gold:
+Per micro-batch:
 
-1. :func:`record`: the batch's complex events of queries with ``alert = true`` are MERGEd
-   into ``gold.alerts`` on ``alert_id`` (= ``match_id``): a replayed batch, or a match found
-   again when its key is recomputed, adds nothing.
-2. :func:`deliver` (only with ``alert_webhook``): every alert not yet delivered -- this
-   batch's and earlier failures -- is POSTed (:mod:`lakecep.alerts`), then one MERGE
-   records ``delivered_time`` / ``attempts`` / ``last_error``. A webhook that fails never
-   fails the batch; its alerts are retried with the next batch.
+1. :func:`record`, *before* the batch's complex events are merged into gold: its complex
+   events of queries with ``alert = true`` are MERGEd into ``gold.alerts`` on ``alert_id``
+   (= ``match_id``): a replayed batch, or a match found again when its key is recomputed,
+   adds nothing; and no gold row of an alerting query exists without its alert, whatever
+   the crash point (a re-run batch may pin a newer silver version and no longer find a
+   match the first attempt wrote).
+2. :func:`deliver` (only with ``alert_webhook``), after gold is written: every alert not
+   yet delivered -- this batch's and earlier failures -- is POSTed (:mod:`lakecep.alerts`),
+   then one MERGE records ``delivered_time`` / ``attempts`` / ``last_error``. A webhook
+   that fails never fails the batch; its alerts are retried with the next batch. A crash
+   between a 2xx and that MERGE sends the alert again with the same ``Idempotency-Key``.
 """
 
 from __future__ import annotations

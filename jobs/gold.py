@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from lakecep import rules
 from lakecep.alerts import check_url
 from lakecep.config import Settings
 from lakecep.queries import (
@@ -36,7 +37,7 @@ from lakecep.sources import load_sources, sources_dir, with_source_attributes
 from lakecep.tuning import load_latest, pool_name
 from lakecep.validation import ValidationError, check_queries, validate
 
-from . import alerts
+from . import alerts, gold_chain, snapshots
 from .archive import RecentBuffer
 from .gold_acquisition import AcquisitionPlans, acquisition_rows, record_plans
 from .gold_live_archive import check_live_columns, live_archive_rows, record_access
@@ -239,7 +240,8 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
         problems = check_queries(list(queries), sources)[1]
         if problems:
             raise ValidationError(problems)
-    queries = with_source_attributes(queries, sources)
+    chained = rules.chained(queries)   # rules over other rules' outputs (docs/rules.md)
+    queries = with_source_attributes([q for q in queries if q not in chained], sources)
     silver = LakeTable(spark, settings, "silver.events").ensure()
     added = LakeTable(spark, settings, "gold.complex_events").ensure().upgrade()
     if added:
@@ -285,16 +287,35 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
             check_url(settings.alert_webhook)
         log(f"{QUERY}: alerts of {', '.join(alert_ids)} to gold.alerts"
             + (f" and {settings.alert_webhook}" if settings.alert_webhook else ""))
+    if chained:
+        if gold_chain.enable_change_feed(spark, settings):
+            log(f"{QUERY}: turned on gold.complex_events' change data feed (chained rules "
+                "read their inputs' changes from it)")
+        levels = rules.rule_levels([*queries, *chained])
+        log(f"{QUERY}: chained rules " + ", ".join(
+            f"{q.id} (level {levels[q.id]}, input {', '.join(q.inputs)})" for q in chained))
+    horizons = {q.id: q.snapshot.horizon for q in snapshots.snapshot_queries(queries)}
+    for warning in snapshots.retention_warnings(silver, horizons):
+        log(f"{QUERY}: warning: {warning}")
 
-    def send_alerts(rows, batch_id: int, detected: datetime) -> None:  # noqa: ANN001
-        new = alerts.record(spark, settings, rows, alert_ids, batch_id, detected)
+    def send_alerts(new: int, batch_id: int, detected: datetime, history,  # noqa: ANN001
+                    version: int) -> None:
         delivered, failed, waiting = alerts.deliver(spark, settings, detected)
         note = f"; webhook: {delivered} delivered" if settings.alert_webhook else ""
         if failed or waiting:
             note += f", {failed} failed, {waiting} not tried (retried next batch)"
+        taken, pending = snapshots.take(spark, settings, queries, history, version, batch_id,
+                                        detected)
+        if taken or pending:
+            note += f"; snapshots: {taken} written, {pending} pending"
         log(f"{QUERY}: batch {batch_id}: {new} new alerts{note}")
 
     writer = writer_id(settings, QUERY)  # txnAppId of the access record's append
+
+    def write_chained(rows, recomputed: list[tuple[str, list[str]]],  # noqa: ANN001
+                      version: int) -> tuple[int, int]:
+        merge_into_gold(spark, settings, rows)
+        return supersede(spark, settings, rows, recomputed, version)
 
     def each_batch(batch, batch_id: int) -> None:  # noqa: ANN001
         batch = batch.persist()  # every query reads it: one scan of the new silver rows
@@ -316,14 +337,24 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
         rows = found.rows.persist()
         try:
             counts = dict(rows.groupBy("query_id").count().collect())
+            # alerts before gold: every alerting row of gold has its alert (docs/alerts.md)
+            new_alerts = (alerts.record(spark, settings, rows, alert_ids, batch_id, detected)
+                          if any(counts.get(q) for q in alert_ids) else 0)
             if counts:  # a MERGE of nothing still costs a Delta commit (seconds)
                 merge_into_gold(spark, settings, rows)
             superseded, restored = supersede(spark, settings, rows, found.recomputed, version)
             if superseded or restored:
                 log(f"{QUERY}: batch {batch_id}: {superseded} complex events superseded "
                     f"(late events broke them), {restored} current again")
+            for run in gold_chain.run_chained(spark, settings, chained, batch_id, detected,
+                                              writer, write_chained):
+                log(f"{QUERY}: batch {batch_id}: {run['query_id']}: {run['keys_recomputed']} "
+                    f"keys recomputed (tainted by {run['changes']} input changes"
+                    f"{', bootstrap: every key' if run['bootstrap'] else ''}) of "
+                    f"{run['keys_total']}; {run['complex_events']} complex events, "
+                    f"{run['superseded']} superseded, {run['restored']} current again")
             if alert_ids:
-                send_alerts(rows, batch_id, detected)
+                send_alerts(new_alerts, batch_id, detected, history, version)
             for query, prob_rows, touched in found.probabilistic:
                 merge_probabilistic(spark, settings, query, prob_rows, touched)
                 log(f"{QUERY}: batch {batch_id}: {query.id}: probabilistic events of "

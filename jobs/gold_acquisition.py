@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import math
 import operator
-import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -40,30 +39,15 @@ from lakecep.queries import AcquisitionQuery
 from .archive import TIME, ScanMetrics, scan_metrics
 from .gold_rows import empty_columns, gold_frame, match_id, time_ns
 from .streaming import log
-from .tables import LakeTable
+from .tables import DEFAULT_RETENTION, LakeTable, retention_seconds
 
 TABLE = "gold.acquisition_plans"
-#: Delta's defaults when silver sets no retention properties.
-DEFAULT_RETENTION = {"delta.logRetentionDuration": "interval 30 days",
-                     "delta.deletedFileRetentionDuration": "interval 1 week"}
-_INTERVAL = re.compile(r"^\s*interval\s+(\d+(?:\.\d+)?)\s+(\w+?)s?\s*$", re.IGNORECASE)
-_UNITS = {"nanosecond": 1e-9, "microsecond": 1e-6, "millisecond": 1e-3, "second": 1.0,
-          "minute": 60.0, "hour": 3600.0, "day": 86400.0, "week": 604800.0}
 #: Regions are widened by this many seconds: float rounding never drops a boundary event.
 PAD_SECONDS = 1e-3
 
 
 class RetentionError(RuntimeError):
     """Silver's Delta retention is shorter than a plan needs (message says what to change)."""
-
-
-def retention_seconds(value: str) -> float:
-    """``interval 7 days`` (Delta's table-property form) in seconds."""
-    match = _INTERVAL.match(value)
-    if not match or match.group(2).lower() not in _UNITS:
-        raise ValueError(f"cannot read the Delta retention {value!r} (expected e.g. "
-                         "'interval 7 days')")
-    return float(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
 def check_retention(query_id: str, table: str, properties: dict[str, str],
@@ -183,8 +167,7 @@ def plan_for(spark, settings: Settings, query: AcquisitionQuery, plans: Acquisit
     else:
         stats = statistics_of(query, found[1], found[2], found[3])
         plan, why = choose_plan(query, stats, acquisition)
-    properties = spark.sql(f"DESCRIBE DETAIL delta.`{silver.path}`").first()["properties"]
-    check_retention(query.id, silver.name, dict(properties or {}), query.window_seconds,
+    check_retention(query.id, silver.name, silver.retention(), query.window_seconds,
                     plan.latency)
     state = PlanState(run_id, plan, stats, why)
     plans.states[query.id] = state

@@ -39,6 +39,7 @@ from lakecep.queries import (
     WindowQuery,
     load_queries,
 )
+from lakecep.rules import inputs_of
 
 from .streaming import log
 from .tables import LakeTable, engine_columns
@@ -229,6 +230,9 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                 keys = window.select(query.key).distinct().count()
                 rows.append(_row("keys", query.key, float(keys), query_id=query.id,
                                  side="acquisition", events=int(keys)))
+                continue
+            if inputs_of(query):   # a chained rule reads gold, not silver (docs/rules.md)
+                log(f"{NAME}: {query.id}: chained rule, arrival rates only")
                 continue
             if not isinstance(query, PatternQuery | LiveArchiveQuery):
                 kind = "window" if isinstance(query, WindowQuery) else "uncertain"

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -17,6 +18,24 @@ from lakecep.queries import QueryDefinition, UncertainQuery
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
+
+#: Delta's defaults when a table sets no retention properties: how long its log entries
+#: (time travel) and its removed data files (until VACUUM deletes them) are kept.
+DEFAULT_RETENTION = {"delta.logRetentionDuration": "interval 30 days",
+                     "delta.deletedFileRetentionDuration": "interval 1 week"}
+_INTERVAL = re.compile(r"^\s*interval\s+(\d+(?:\.\d+)?)\s+(\w+?)s?\s*$", re.IGNORECASE)
+_UNITS = {"nanosecond": 1e-9, "microsecond": 1e-6, "millisecond": 1e-3, "second": 1.0,
+          "minute": 60.0, "hour": 3600.0, "day": 86400.0, "week": 604800.0}
+
+
+def retention_seconds(value: str) -> float:
+    """``interval 7 days`` (Delta's table-property form) in seconds."""
+    match = _INTERVAL.match(value)
+    if not match or match.group(2).lower() not in _UNITS:
+        raise ValueError(f"cannot read the Delta retention {value!r} (expected e.g. "
+                         "'interval 7 days')")
+    return float(match.group(1)) * _UNITS[match.group(2).lower()]
+
 
 #: Silver columns handed to the engine (queries may refer to any of them).
 ENGINE_COLUMNS = [
@@ -91,6 +110,14 @@ class LakeTable:
     def as_of(self, version: int) -> DataFrame:
         """The table as it was at ``version`` (Delta time travel)."""
         return self.spark.read.format("delta").option("versionAsOf", version).load(self.path)
+
+    def retention(self) -> dict[str, str]:
+        """The table's log and deleted-file retention (:data:`DEFAULT_RETENTION` keys; Delta's
+        defaults where the table sets none)."""
+        detail = self.spark.sql(f"DESCRIBE DETAIL delta.`{self.path}`").first()
+        properties = dict(detail["properties"] or {})
+        return {name: properties.get(name, default)
+                for name, default in DEFAULT_RETENTION.items()}
 
     def version(self) -> int:
         """Latest committed version."""

@@ -160,6 +160,64 @@ def status_tables(counts: Mapping[str, int], checks: Iterable[Any]) -> list[Tabl
     return [tables, result]
 
 
+def replay_tables(doc: Mapping[str, Any]) -> list[Any]:
+    """``lakecep replay``: the match (query, key, versions, result), its measures stored and
+    replayed side by side, the events around it and its firing snapshot (``doc``: the
+    ``--json`` document)."""
+    stored, replayed = doc["stored"], doc.get("replayed") or {}
+    head = Table(title=f"match {doc['match_id']}", title_justify="left", show_header=False,
+                 box=box.SIMPLE, pad_edge=False)
+    head.add_column("", style="bold")
+    head.add_column("", overflow="fold")
+    if doc["error"]:
+        result = f"[red]not replayed[/]: {escape(doc['error'])}"
+    elif doc["reproduced"]:
+        result = "[green]reproduced[/] (same measures, same events)"
+    else:
+        result = "[red]differs[/]: " + escape("; ".join(doc["differences"]))
+    superseded = stored.get("superseded_version")
+    for name, value in (
+            ("query", f"{stored['query_id']} v{stored['query_version']}"),
+            ("key", stored["partition_key"]),
+            ("span", f"{stored['start_time']} .. {stored['end_time']}"),
+            ("found", f"batch {stored['batch_id']}, silver version {stored['history_version']}"
+                      f", strategy {stored['strategy']}, at {stored['detection_time']}"),
+            ("current", "yes" if superseded is None
+             else f"no: superseded at silver version {superseded}")):
+        head.add_row(name, escape(str(value)))
+    head.add_row("replay", result)
+    out: list[Any] = [head]
+    measures = Table(title="measures", title_justify="left")
+    for name in ("measure", "stored", "replayed", ""):
+        measures.add_column(name, overflow="fold")
+    again = replayed.get("measures") or {}
+    for name, value in sorted((stored.get("measures") or {}).items()):
+        same = again.get(name) == value and name in again
+        measures.add_row(escape(name), escape(str(value)), escape(str(again.get(name, "-"))),
+                         "[green]=[/]" if same else "[red]≠[/]")
+    out.append(measures)
+    sections = [(f"events around the match ({len(doc['context'])})", doc["context"])]
+    snapshot = doc.get("snapshot")
+    if snapshot:
+        verdict = ("reproduced" if snapshot.get("reproduced") else
+                   f"not reproduced: {snapshot.get('note') or ''} missing "
+                   f"{snapshot.get('missing')}, extra {snapshot.get('extra')}")
+        sections.append((f"firing snapshot at silver version {snapshot['version']} "
+                         f"({verdict})", snapshot["events"]))
+    for title, events in sections:
+        table = Table(title=escape(title), title_justify="left")
+        for name in ("role", "event_time", "event_type", "source_id", "event_id"):
+            table.add_column(name, overflow="fold")
+        for event in events:
+            role = event["role"]
+            table.add_row(f"[bold]{role}[/]" if role == "match" else role,
+                          escape(str(event["event_time"])), escape(str(event["event_type"])),
+                          escape(str(event["source_id"])), escape(str(event["event_id"])))
+        out.append(table)
+    out += [f"[yellow]warning:[/] {escape(w)}" for w in doc["warnings"]]
+    return out
+
+
 def settings_table(values: Mapping[str, Any], sources: Mapping[str, str]) -> Table:
     table = Table(title="settings (defaults < file < environment < command line)",
                   title_justify="left")

@@ -57,6 +57,23 @@ def compiled_query(text: str) -> CompiledQuery:
 
 
 @dataclass(frozen=True)
+class SnapshotSpec:
+    """``[snapshot]`` of an alerting query (docs/alerts.md, "Firing snapshots"): the events
+    of the match's key in ``[start_time - before, end_time + after]`` are kept once the
+    stream's watermark passes ``end_time + after``; ``horizon`` is how long ``lakecep
+    replay`` must work for its matches (a warning when silver's Delta retention is shorter).
+    """
+
+    before: timedelta
+    after: timedelta = timedelta(0)
+    horizon: timedelta = timedelta(days=7)
+
+
+#: Keys of a ``[snapshot]`` table.
+SNAPSHOT_KEYS = ("before", "after", "horizon")
+
+
+@dataclass(frozen=True)
 class PatternQuery:
     id: str
     version: str
@@ -65,6 +82,11 @@ class PatternQuery:
     attributes: tuple[tuple[str, str], ...] = ()
     #: new complex events go to gold.alerts and the webhook (docs/alerts.md)
     alert: bool = False
+    #: the events around each alert are kept in gold.alert_snapshots (docs/alerts.md)
+    snapshot: SnapshotSpec | None = None
+    #: a chained rule: the ids of the rules whose complex events it reads instead of silver
+    #: (docs/rules.md)
+    inputs: tuple[str, ...] = ()
 
     def compiled(self) -> CompiledQuery:
         """The compiled MATCH_RECOGNIZE statement (cached per process)."""
@@ -86,6 +108,7 @@ class LiveArchiveQuery:
     subwindow: int | None = None
     attributes: tuple[tuple[str, str], ...] = ()
     alert: bool = False
+    snapshot: SnapshotSpec | None = None
 
     def spec(self) -> LiveArchiveSpec:
         """The engine's view of this query (both patterns compiled; cached per process)."""
@@ -123,6 +146,7 @@ class AcquisitionQuery:
     type_column: str = "event_type"
     attributes: tuple[tuple[str, str], ...] = ()
     alert: bool = False
+    snapshot: SnapshotSpec | None = None
 
     def parsed(self):  # noqa: ANN201 - cep_core.planning.And | Seq
         """The pattern with its window in seconds."""
@@ -287,7 +311,12 @@ def load_query(path: Path) -> QueryDefinition:
         raise QueryDefinitionError(f"{path}: alert = true is for queries whose complex events "
                                    f"go to gold.complex_events (kind 'pattern' or "
                                    f"'live_archive'), not kind {kind!r}")
-    data = {k: v for k, v in data.items() if k != "alert"}
+    snapshot = _snapshot(data.get("snapshot"), alert, path)
+    inputs = _inputs(data.get("input"), kind, alert, path)
+    if inputs and "acquisition" in data:
+        raise QueryDefinitionError(f"{path}: input (a chained rule) is for MATCH_RECOGNIZE "
+                                   "pattern queries, not acquisition ones")
+    data = {k: v for k, v in data.items() if k not in ("alert", "snapshot", "input")}
     common = dict(
         id=_require(data, "id", path),
         version=str(data.get("version", "1")),
@@ -295,9 +324,11 @@ def load_query(path: Path) -> QueryDefinition:
         attributes=_attributes(data, path),
     )
     if kind == "pattern" and "acquisition" in data:
-        return _acquisition_query(data, path, {**common, "alert": alert})
+        return _acquisition_query(data, path, {**common, "alert": alert,
+                                                "snapshot": snapshot})
     if kind == "pattern":
-        return PatternQuery(query=_require(data, "query", path), alert=alert, **common)
+        return PatternQuery(query=_require(data, "query", path), alert=alert,
+                            snapshot=snapshot, inputs=inputs, **common)
     if kind == "live_archive":
         live, archive = data.get("live", {}), data.get("archive", {})
         strategy = str(data.get("strategy", "auto"))
@@ -322,6 +353,7 @@ def load_query(path: Path) -> QueryDefinition:
                 str(tl), f"{path}: tolerated_latency"),
             subwindow=subwindow,
             alert=alert,
+            snapshot=snapshot,
             **common,
         )
     if kind == "uncertain":
@@ -334,6 +366,54 @@ def load_query(path: Path) -> QueryDefinition:
         return _window_query(data, path, common)
     raise QueryDefinitionError(f"{path}: kind must be 'pattern', 'live_archive', "
                                f"'uncertain' or 'window', got {kind!r}")
+
+
+def _inputs(value: object, kind: str, alert: bool, path: Path) -> tuple[str, ...]:
+    """``input``: the rules a chained rule reads (docs/rules.md); a list of ids (or one)."""
+    if value is None:
+        return ()
+    names = [value] if isinstance(value, str) else value
+    if (not isinstance(names, list) or not names
+            or not all(isinstance(n, str) and n.strip() for n in names)):
+        raise QueryDefinitionError(f"{path}: input must be a rule id or a non-empty list of "
+                                   f"rule ids, got {value!r}")
+    if kind != "pattern":
+        raise QueryDefinitionError(f"{path}: input (a chained rule) is for kind 'pattern'; "
+                                   f"chained {kind!r} rules are not built yet (docs/rules.md)")
+    if alert:
+        raise QueryDefinitionError(f"{path}: alert = true on a chained rule (input) is not "
+                                   "built yet (docs/rules.md)")
+    if len(set(names)) != len(names):
+        raise QueryDefinitionError(f"{path}: input lists a rule twice: {names}")
+    return tuple(names)
+
+
+def _snapshot(table: object, alert: bool, path: Path) -> SnapshotSpec | None:
+    """The ``[snapshot]`` table (None without one): durations >= 0, ``before`` required,
+    and only on an alerting query (snapshots are kept per alert)."""
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise QueryDefinitionError(f"{path}: snapshot must be a table ([snapshot] with "
+                                   "before = '1 hour', after = ..., horizon = ...)")
+    if not alert:
+        raise QueryDefinitionError(f"{path}: [snapshot] keeps the events around each alert; "
+                                   "it needs alert = true")
+    unknown = sorted(set(table) - set(SNAPSHOT_KEYS))
+    if unknown:
+        raise QueryDefinitionError(f"{path}: unknown key(s) {unknown} in [snapshot]; known: "
+                                   f"{', '.join(SNAPSHOT_KEYS)}")
+    if "before" not in table:
+        raise QueryDefinitionError(f"{path}: [snapshot] needs before (e.g. '1 hour': the "
+                                   "events kept before the match's start)")
+    values = {}
+    for name in SNAPSHOT_KEYS:
+        if name in table:
+            if not isinstance(table[name], str):
+                raise QueryDefinitionError(f"{path}: snapshot.{name} must be a duration "
+                                           f"string like '30 minutes', got {table[name]!r}")
+            values[name] = parse_duration(table[name], f"{path}: snapshot.{name}")
+    return SnapshotSpec(**values)
 
 
 def _positive_duration(data: dict, name: str, path: Path) -> timedelta:

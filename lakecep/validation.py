@@ -19,7 +19,10 @@ file, line and column (a position inside a TOML string is mapped back to the fil
   a live-archive query's ``key``);
 - ``query_error``: the engine's own error (syntax, undefined variable, ...);
 - ``definition_error`` / ``toml_error`` / ``source_error``: a query or source file that
-  does not load (bad TOML, an unknown key, a bad mapping expression, ...).
+  does not load (bad TOML, an unknown key, a bad mapping expression, ...);
+- ``rule_cycle`` / ``rule_input``: chained rules (``input``, docs/rules.md) that read each
+  other in a cycle, or an input that is no rule or no complex-event rule. A chained rule's
+  statement is checked against the derived events' columns (``lakecep.rules``).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from lakecep.queries import (
     compiled_query,
     load_query,
 )
+from lakecep.rules import RuleGraphError, derived_schema, inputs_of, rule_levels
 from lakecep.sources import (
     PART,
     RAW_HASH,
@@ -229,12 +233,37 @@ def check_queries(queries: Sequence[QueryDefinition], sources: Sequence[Source],
         typed = with_source_attributes(queries, sources)
     except SourceError as exc:
         return {}, [Problem(str(exc).split(":")[0], 0, 0, "source_error", str(exc))]
-    columns = schema_of(typed)
-    problems: list[Problem] = []
+    problems = _graph_problems(queries, where_of)
+    originals = {q.id: q for q in queries}
+    columns = schema_of(q for q in typed if not inputs_of(q))
     for query in typed:
         where = where_of.get(query.id) or Where(f"query {query.id}")
-        problems += check_query(query, columns, sources, where)
+        if inputs_of(query):  # a chained rule sees derived events (docs/rules.md)
+            own = originals[query.id]
+            problems += check_query(own, derived_schema(own), (), where)
+        else:
+            problems += check_query(query, columns, sources, where)
     return columns, problems
+
+
+def _graph_problems(queries: Sequence[QueryDefinition], where_of: Mapping[str, Where]
+                    ) -> list[Problem]:
+    """The rule DAG's problem (docs/rules.md): a cycle (one problem per rule on it, each
+    at its ``input``) or a bad input."""
+    try:
+        rule_levels(queries)
+    except RuleGraphError as exc:
+        by_id = {q.id: q for q in queries}
+        hint = "; ".join(f"{r}: input = {list(inputs_of(by_id[r]))}" for r in exc.rules)
+        if exc.code == "rule_cycle":
+            hint += "; a rule may not read its own output, directly or through other rules"
+        out = []
+        for rule in exc.rules:
+            where = where_of.get(rule) or Where(f"query {rule}")
+            out.append(Problem(where.file, *where.key(("input",), False), exc.code, str(exc),
+                               hint))
+        return out
+    return []
 
 
 def schema_of(queries: Iterable[QueryDefinition]) -> dict[str, str]:

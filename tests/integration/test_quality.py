@@ -89,6 +89,18 @@ ALERTS = [
     ("m1", "q1", "v1", "o1", ts(1), ts(2), {"n": "2"}, 0, ts(3), ts(3), 1, None),
     ("m9", "q1", "v1", "o2", ts(1), ts(2), {"n": "1"}, 1, ts(4), None, 2, "HTTP 503"),
 ]
+RULE_RUNS = [
+    # query_id, fingerprint, batch_id, from_version, to_version, bootstrap, changes,
+    # keys_recomputed, keys_total, complex_events, superseded, restored, seconds, run_time
+    ("c1", "f1", 0, None, 3, True, 0, 4, 4, 2, 0, 0, 0.5, ts(3)),
+    ("c1", "f1", 1, 3, 6, False, 3, 2, 4, 1, 1, 0, 0.4, ts(4)),
+]
+ALERT_SNAPSHOTS = [
+    # alert_id, query_id, partition_key, event_id, object_id, event_type, source_id,
+    # event_time, ingest_time, attributes, role, snapshot_version, batch_id, created_time
+    ("m1", "q1", "o1", "e0", "o1", "read", "A", ts(0), ts(0), {}, "before", 3, 0, ts(3)),
+    ("m1", "q1", "o1", "e1", "o1", "read", "B", ts(1), ts(1), {}, "match", 3, 0, ts(3)),
+]
 WINDOW_OUTPUTS = [
     ("w1", "v1", "o1", "time", ts(0), ts(10), 0, "count", 2.0, 2, 0, ts(10), 0, ts(11)),
     ("w1", "v1", "o1", "time", ts(0), ts(10), 0, "count", 3.0, 3, 1, ts(12), 1, ts(13)),
@@ -137,7 +149,9 @@ DATA = {
     "silver.duplicates": DUPLICATES,
     "silver.operator_state": OPERATOR_STATE,
     "gold.complex_events": GOLD,
+    "gold.rule_runs": RULE_RUNS,
     "gold.alerts": ALERTS,
+    "gold.alert_snapshots": ALERT_SNAPSHOTS,
     "gold.probabilistic_events": PROBABILISTIC,
     "gold.window_outputs": WINDOW_OUTPUTS,
     "gold.window_state": WINDOW_STATE,
@@ -251,13 +265,14 @@ def test_gold_value_sets_agree_with_the_writing_code() -> None:
     import inspect
 
     from cep_core.live_archive.spec import STRATEGIES
-    from lakecep.jobs import statistics
+    from lakecep.jobs import snapshots, statistics
     from lakecep.queries import ACQUISITIONS, UNCERTAIN_METHODS, WindowQuery
 
     assert value_set("gold.archive_access", "strategy") == sorted(STRATEGIES)
     assert value_set("gold.acquisition_plans", "acquisition") == sorted(ACQUISITIONS)
     assert value_set("gold.probabilistic_events", "method") == sorted(UNCERTAIN_METHODS)
     assert value_set("gold.quality_results", "table_name") == sorted(quality.TABLES)
+    assert value_set("gold.alert_snapshots", "role") == sorted(snapshots.ROLES)
     # statistics rows are made by _row("<kind>", ...); window kinds are WindowQuery.mode's
     kinds = set(re.findall(r'_row\("(\w+)"', inspect.getsource(statistics)))
     assert value_set("gold.statistics", "kind") == sorted(kinds)
