@@ -301,4 +301,8 @@ def test_latency_percentiles_equal_numpy(tmp_path: Path, latencies: list[int],
     row = records(parse(report.path)["latency"]["tables"][0])["q"]
     assert row["with latency"] == fmt(len(latencies))
     for p in (50, 95, 99):
-        assert row[f"p{p} (ms)"] == fmt(float(np.percentile(latencies, p)))
+        # DuckDB's quantile_cont and numpy may differ in the last bits (243.55 vs
+        # 243.5499...), so the shown value is numpy's to within the page's rounding
+        shown = float(row[f"p{p} (ms)"].replace(",", ""))
+        expected = float(np.percentile(latencies, p))
+        assert abs(shown - expected) <= 0.05 + 1e-9 * abs(expected), (p, shown, expected)
