@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
 from ..compile.expressions import Scope
-from ..compile.fast_plan import FastMeasure, FastPlan
+from ..compile.fast_plan import FastMeasure, FastPlan, vector_measures
 from ..compile.state import MatchState
 from ..compile.values import column_values, to_python
 from ..errors import QueryError
@@ -109,9 +109,11 @@ class _FastBound:
             [*bound.used_columns, *(name for name, _ in self.shifts.values()),
              *([] if self.window_column is None else [self.window_column])]))
         self.measure_columns: list[str | None] = []
-        if plan.measures is not None:
+        # The vectorisable measures (the kernel path decides here, the items path in plan)
+        self.vector_measures = plan.measures if plan.items is not None else vector_measures(q)
+        if self.vector_measures is not None:
             mscope = Scope(bound.columns, q._sets, "MEASURES")
-            for me in plan.measures:
+            for me in self.vector_measures:
                 self.measure_columns.append(
                     mscope.column(me.column) if me.column is not None else None)
 
@@ -164,7 +166,9 @@ class _FastBound:
         return e
 
     # ------------------------------------------------------------------ matching
-    def match(self, df: pd.DataFrame) -> _Result | None:
+    def match(self, df: pd.DataFrame) -> _Result | _KernelResult | None:
+        if self.plan.items is None:
+            return self._match_kernel(df)
         bound = self.bound
         work, positions, bounds = prepare(bound, df, self.needed)
         n = len(positions)
@@ -216,7 +220,7 @@ class _FastBound:
         least_end: np.ndarray = idx
         choices: list[np.ndarray | None] = []
         rests: list[_Rest] = []
-        for it in reversed(self.plan.items):
+        for it in reversed(self.plan.item_list):
             rest = _Rest(None if all_feasible else feasible, least_end)
             if window is not None:
                 rests.append(rest)
@@ -289,7 +293,7 @@ class _FastBound:
                 starts = cand[over]
                 horizon = window.horizon(starts)
                 pos = starts
-                for k, (it, ch, rest) in enumerate(zip(self.plan.items, choices, rests,
+                for k, (it, ch, rest) in enumerate(zip(self.plan.item_list, choices, rests,
                                                        strict=True)):
                     if ch is None:
                         c = np.ones(len(pos), dtype=itype)
@@ -312,6 +316,71 @@ class _FastBound:
         number = np.arange(len(cand), dtype=np.int64) - first_in_part[part] + 1
         return _Result(self, df, work, positions, bounds, row_of_pad, cand, seg_start,
                        seg_len, part, number)
+
+    def _match_kernel(self, df: pd.DataFrame) -> _KernelResult | None:
+        """Any pattern: the compiled automaton over per-row condition bits (see
+        :mod:`cep_core.runtime.kernel`); None when this input needs the general path."""
+        automaton = self.plan.automaton()
+        if automaton is None:
+            return None
+        bound = self.bound
+        q = self.plan.q
+        work, positions, bounds = prepare(bound, df, self.needed)
+        n = len(positions)
+        nparts = len(bounds) - 1
+        starts_of = np.asarray(bounds[:-1], dtype=np.int64)
+        sizes: np.ndarray = np.diff(np.asarray(bounds, dtype=np.int64))
+        part_of_row = np.repeat(np.arange(nparts, dtype=np.int64), sizes)
+        try:
+            masks = self._masks(work, n, starts_of, part_of_row)
+        except QueryError:
+            return None  # let the general path evaluate (and report) row by row
+        bits = np.zeros(n, dtype=np.uint64)
+        for v, mask in enumerate(masks):
+            bit = np.uint64(1) << np.uint64(v)
+            if mask is None:
+                bits |= bit
+            else:
+                bits[np.asarray(mask, dtype=bool)] |= bit
+        horizon = np.zeros(0, dtype=np.int64)
+        if self.window_column is not None:
+            pad_of_row = np.arange(n, dtype=np.int64) + part_of_row
+            window = _Window.build(work[self.window_column], q.match, pad_of_row, n + nparts,
+                                   np.int64)
+            if window is None:
+                return None
+            horizon = np.asarray(window.horizon(pad_of_row), dtype=np.int64) - part_of_row
+        skip = bound.skip
+        kind = {"PAST LAST ROW": 0, "TO NEXT ROW": 1, "TO FIRST": 2, "TO LAST": 3}[skip.kind]
+        mask_bits = sum(1 << v for v in (skip.var or ()))
+        from . import kernel
+
+        o_start, o_end, o_num, o_unm, o_lab, bad = kernel.run(
+            bits, np.asarray(bounds if n else [0], dtype=np.int64), horizon,
+            self.window_column is not None, automaton.var, automaton.ptr, automaton.targets,
+            kind, np.int64(mask_bits - (1 << 64) if mask_bits >= 1 << 63 else mask_bits),
+            q.match.rows_per_match == "ALL UNMATCHED", kernel.MEMO_LIMIT)
+        lab_var = automaton.var[o_lab].tolist()
+        lab_excl = automaton.excluded[o_lab].tolist()
+        found: list[list[RawMatch]] = [[] for _ in range(nparts)]
+        part_of = part_of_row[o_start].tolist() if n else []
+        at = 0
+        raws: list[RawMatch] = []
+        for i, (a, b, num, unm) in enumerate(zip(o_start.tolist(), o_end.tolist(),
+                                                  o_num.tolist(), o_unm.tolist(), strict=True)):
+            if unm:
+                raw = RawMatch(a, 0, unmatched=True)
+            else:
+                raw = RawMatch(a, num, list(range(a, b)), lab_var[at:at + b - a],
+                               lab_excl[at:at + b - a])
+                at += b - a
+            found[part_of[i]].append(raw)
+            raws.append(raw)
+        if bad >= 0:
+            skip.next_start(raws[bad])  # raises the general matcher's error
+            raise AssertionError("unreachable")  # pragma: no cover
+        arrays = (o_start[~o_unm], o_end[~o_unm], o_num[~o_unm], automaton.var[o_lab])
+        return _KernelResult(self, df, work, positions, bounds, found, arrays)
 
     def _masks(self, work: dict[str, pd.Series], n: int, starts_of: np.ndarray,
                part_of_row: np.ndarray) -> list[np.ndarray | None]:
@@ -406,7 +475,7 @@ class _FastBound:
                       seg_len: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         skip = self.bound.skip
         assert skip.var is not None
-        items = list(enumerate(self.plan.items))
+        items = list(enumerate(self.plan.item_list))
         target = np.full(len(cand), -1, dtype=np.int64)
         if skip.kind == "TO FIRST":
             for k, it in reversed(items):
@@ -426,7 +495,7 @@ class _FastBound:
         """Raise the general matcher's error for the skip after candidate ``i``."""
         rows: list[int] = []
         labels: list[int] = []
-        for k, it in enumerate(self.plan.items):
+        for k, it in enumerate(self.plan.item_list):
             s, c = int(seg_start[k][i]), int(seg_len[k][i])
             if c:
                 base = int(row_of_pad[s])
@@ -816,7 +885,7 @@ class _Result:
     # ------------------------------------------------------------------ measures
     def _nav_rows(self, me: FastMeasure) -> np.ndarray:
         """Sorted row of the measure's navigation target per match, -1 for NULL."""
-        items = list(enumerate(self.fb.plan.items))
+        items = list(enumerate(self.fb.plan.item_list))
         if me.from_end:
             items.reverse()
         found = np.full(len(self.cand), -1, dtype=np.int64)
@@ -852,13 +921,13 @@ class _Result:
                 out.append((pd.Series(self.number), None))
             elif me.kind == "count":
                 total = np.zeros(len(self.cand), dtype=np.int64)
-                for k, it in enumerate(fb.plan.items):
+                for k, it in enumerate(fb.plan.item_list):
                     if me.var is None or it.var in me.var:
                         total += self.seg_len[k]
                 out.append((pd.Series(total), None))
             else:  # classifier: the variable of the last row
                 label = np.full(len(self.cand), -1, dtype=np.int64)
-                for k, it in enumerate(fb.plan.items):
+                for k, it in enumerate(fb.plan.item_list):
                     label = np.where(self.seg_len[k] > 0, it.var, label)
                 text = np.array(names + [None], dtype=object)[label]
                 missing = label < 0
@@ -869,7 +938,7 @@ class _Result:
         rows: list[int] = []
         labels: list[int] = []
         row_of_pad = self.row_of_pad
-        for k, it in enumerate(self.fb.plan.items):
+        for k, it in enumerate(self.fb.plan.item_list):
             s, c = int(self.seg_start[k][i]), int(self.seg_len[k][i])
             if c:
                 base = int(row_of_pad[s])
@@ -979,6 +1048,144 @@ class _Result:
                  for j, (lo, hi) in enumerate(zip(self.bounds[:-1], self.bounds[1:],
                                                   strict=True)) if found[j]]
         return bound._all_rows(work, st, parts)
+
+
+class _KernelResult:
+    """The matches the compiled kernel found, per partition, output by the general path's
+    own code (measures with the general compiled expressions)."""
+
+    def __init__(self, fb: _FastBound, df: pd.DataFrame, work: dict[str, pd.Series],
+                 positions: np.ndarray, bounds: list[int], found: list[list[RawMatch]],
+                 arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]):
+        self.fb = fb
+        self.df = df
+        self.work = work
+        self.positions = positions
+        self.bounds = bounds
+        self.found = found
+        # The matches (no unmatched rows) as arrays: first row, one past the last row,
+        # match number, and the variable of every matched row (concatenated).
+        self.start, self.end, self.number, self.labels = arrays
+
+    def _measure_values(self) -> list[tuple[pd.Series, np.ndarray | None]]:
+        """Per measure of a vectorisable plan (``FastPlan.measures``): the values (one per
+        match) and a mask of NULLs (or None), from the match arrays."""
+        fb = self.fb
+        measures = _vector_measures_of(fb)
+        assert measures is not None
+        start, end, labels = self.start, self.end, self.labels
+        m = len(start)
+        length = end - start
+        offsets = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(length, out=offsets[1:])
+        match_of = np.repeat(np.arange(m, dtype=np.int64), length)
+        flat_row = np.arange(len(labels), dtype=np.int64) - offsets[match_of] + start[match_of]
+        names = fb.plan.q.variables
+        out: list[tuple[pd.Series, np.ndarray | None]] = []
+        for me, col in zip(measures, fb.measure_columns, strict=True):
+            if me.kind in ("nav", "count"):
+                if me.var is None:
+                    inside = np.ones(len(labels), dtype=bool)
+                else:
+                    inside = np.isin(labels, np.fromiter(me.var, dtype=np.int64))
+                cs = np.zeros(len(labels) + 1, dtype=np.int64)
+                np.cumsum(inside, out=cs[1:])
+                total = cs[offsets[1:]] - cs[offsets[:-1]]
+            if me.kind == "count":
+                out.append((pd.Series(total), None))
+            elif me.kind == "nav":
+                assert col is not None
+                if me.from_end:
+                    rank = cs[offsets[1:]][match_of] - cs[1:]  # in-set rows after this one
+                else:
+                    rank = cs[:-1] - cs[offsets[:-1]][match_of]  # in-set rows before it
+                hit = np.flatnonzero(inside & (rank == me.offset))
+                rows = np.full(m, -1, dtype=np.int64)
+                rows[match_of[hit]] = flat_row[hit]
+                missing = rows < 0
+                values = self.work[col].take(np.maximum(rows, 0)).reset_index(drop=True)
+                out.append((values, missing if missing.any() else None))
+            elif me.kind == "number":
+                out.append((pd.Series(self.number), None))
+            else:  # classifier: the variable of the last row
+                last = np.where(length > 0, labels[np.maximum(offsets[1:] - 1, 0)]
+                                if len(labels) else -1, -1)
+                text = np.array([*names, None], dtype=object)[last]
+                missing = last < 0
+                out.append((pd.Series(text, dtype=object), missing if missing.any() else None))
+        return out
+
+    def _one_row_vectorised(self) -> pd.DataFrame:
+        """ONE ROW PER MATCH with every measure from the match arrays (as _Result.frame)."""
+        bound = self.fb.bound
+        tree = self.fb.plan.q.tree
+        origin = self.positions[self.start]
+        names = [*bound.partition_cols, *bound.measure_names]
+        columns = [_like_records(self.df[c].take(origin).reset_index(drop=True), None)
+                   for c in bound.partition_cols]
+        for values, missing in self._measure_values():
+            columns.append(_like_records(values, missing))
+        if not names:
+            return select(tree, pd.DataFrame(index=range(len(self.start))))
+        if len(set(names)) != len(names):
+            records = [list(r) for r in zip(*[c.tolist() for c in columns], strict=True)]
+            return select(tree, pd.DataFrame.from_records(records, columns=names))
+        return select(tree, pd.DataFrame(dict(zip(names, columns, strict=True))))
+
+    def _state(self) -> MatchState:
+        bound = self.fb.bound
+        cols: dict[str, Any] = {c: LazyColumn(self.work[c]) for c in bound.used_columns}
+        return MatchState(cols, self.fb.plan.q.variables)
+
+    def _parts(self) -> list[Partition]:
+        pcols = [self.df[c] for c in self.fb.bound.partition_cols]
+        out = []
+        for j, (lo, hi) in enumerate(zip(self.bounds[:-1], self.bounds[1:], strict=True)):
+            if self.found[j]:
+                origin = int(self.positions[lo])
+                key = tuple(to_python(c.iat[origin]) for c in pcols)
+                out.append(Partition(key, lo, hi, self.found[j]))
+        return out
+
+    def matches(self) -> list[Match]:
+        bound = self.fb.bound
+        names = self.fb.plan.q.variables
+        st = self._state()
+        positions = self.positions
+        out: list[Match] = []
+        for part in self._parts():
+            st.lo, st.hi = part.lo, part.hi
+            for mt in part.matches:
+                if mt.unmatched:
+                    continue
+                values = bound._measures_at(st, mt, len(mt.rows))
+                kept = [(r, v) for r, v, x in zip(mt.rows, mt.labels, mt.excluded, strict=True)
+                        if not x]
+                out.append(Match(part.key, mt.number, tuple(int(positions[r]) for r, _ in kept),
+                                 tuple(names[v] for _, v in kept),
+                                 dict(zip(bound.measure_names, values, strict=True)),
+                                 mt.timed_out))
+        return out
+
+    def frame(self) -> pd.DataFrame:
+        bound = self.fb.bound
+        tree = self.fb.plan.q.tree
+        parts = self._parts()
+        if self.fb.plan.q.match.rows_per_match == "ONE":
+            if parts and _vector_measures_of(self.fb) is not None:
+                return self._one_row_vectorised()
+            if not parts:
+                return select(tree, bound._one_row(self.df.reset_index(drop=True),
+                                                    MatchState({}, []), []))
+            return select(tree, bound._one_row(self.df.reset_index(drop=True), self._state(),
+                                                parts))
+        full = self.df.reset_index(drop=True)
+        work = full.take(self.positions).reset_index(drop=True)
+        return select(tree, bound._all_rows(work, self._state(), parts))
+
+
+def _vector_measures_of(fb: _FastBound) -> list[FastMeasure] | None:
+    return fb.vector_measures
 
 
 def _from_python(values: list[Any]) -> pd.Series:
