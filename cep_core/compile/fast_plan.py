@@ -95,7 +95,7 @@ class FastPlan:
         window = "" if within is None else f"; WITHIN {to_sql(within)}"
         rows = m.rows_per_match
         if self.items is None:
-            extra = {"ALL": "; ALL ROWS PER MATCH", "ALL OMIT": "; ALL ROWS PER MATCH OMIT "
+            extra = {"ALL SHOW": "; ALL ROWS PER MATCH", "ALL OMIT": "; ALL ROWS PER MATCH OMIT "
                      "EMPTY MATCHES", "ALL UNMATCHED": "; ALL ROWS PER MATCH WITH UNMATCHED "
                      "ROWS"}.get(rows, "")
             return f"compiled: automaton{window}{extra}"

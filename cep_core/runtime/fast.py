@@ -42,6 +42,7 @@ import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
 from ..compile.expressions import Scope
 from ..compile.fast_plan import FastMeasure, FastPlan, vector_measures
+from ..compile.nfa import Automaton
 from ..compile.state import MatchState
 from ..compile.values import column_values, to_python
 from ..errors import QueryError
@@ -360,27 +361,16 @@ class _FastBound:
             self.window_column is not None, automaton.var, automaton.ptr, automaton.targets,
             kind, np.int64(mask_bits - (1 << 64) if mask_bits >= 1 << 63 else mask_bits),
             q.match.rows_per_match == "ALL UNMATCHED", kernel.MEMO_LIMIT)
-        lab_var = automaton.var[o_lab].tolist()
-        lab_excl = automaton.excluded[o_lab].tolist()
-        found: list[list[RawMatch]] = [[] for _ in range(nparts)]
-        part_of = part_of_row[o_start].tolist() if n else []
-        at = 0
-        raws: list[RawMatch] = []
-        for i, (a, b, num, unm) in enumerate(zip(o_start.tolist(), o_end.tolist(),
-                                                  o_num.tolist(), o_unm.tolist(), strict=True)):
-            if unm:
-                raw = RawMatch(a, 0, unmatched=True)
-            else:
-                raw = RawMatch(a, num, list(range(a, b)), lab_var[at:at + b - a],
-                               lab_excl[at:at + b - a])
-                at += b - a
-            found[part_of[i]].append(raw)
-            raws.append(raw)
         if bad >= 0:
-            skip.next_start(raws[bad])  # raises the general matcher's error
+            raw = _raw_matches(o_start[:bad + 1], o_end[:bad + 1], o_num[:bad + 1],
+                               o_unm[:bad + 1], o_lab, automaton)[-1]
+            skip.next_start(raw)  # raises the general matcher's error
             raise AssertionError("unreachable")  # pragma: no cover
-        arrays = (o_start[~o_unm], o_end[~o_unm], o_num[~o_unm], automaton.var[o_lab])
-        return _KernelResult(self, df, work, positions, bounds, found, arrays)
+        keep = ~o_unm
+        arrays = (o_start[keep], o_end[keep], o_num[keep], automaton.var[o_lab],
+                  automaton.excluded[o_lab])
+        records = (o_start, o_end, o_num, o_unm, o_lab, automaton, part_of_row)
+        return _KernelResult(self, df, work, positions, bounds, records, arrays)
 
     def _masks(self, work: dict[str, pd.Series], n: int, starts_of: np.ndarray,
                part_of_row: np.ndarray) -> list[np.ndarray | None]:
@@ -1035,6 +1025,18 @@ class _Result:
         """ALL ROWS PER MATCH: the matches found here, one output row per matched row with
         RUNNING measures, built by the general path's own output code."""
         bound = self.fb.bound
+        if len(self.cand):
+            items = self.fb.plan.item_list
+            lengths = np.stack([np.asarray(c, dtype=np.int64) for c in self.seg_len], axis=1)
+            item_vars = np.tile(np.asarray([it.var for it in items], dtype=np.int64),
+                                len(self.cand))
+            labels = np.repeat(item_vars, lengths.ravel())
+            start = np.asarray(self.row_of_pad[self.cand], dtype=np.int64)
+            table = all_rows_vectorised(self.fb, self.df, self.work, self.positions, start,
+                                        start + lengths.sum(axis=1), self.number, labels,
+                                        np.zeros(len(labels), dtype=bool))
+            if table is not None:
+                return table
         full = self.df.reset_index(drop=True)
         work = full.take(self.positions).reset_index(drop=True)
         cols: dict[str, Any] = {c: LazyColumn(self.work[c]) for c in bound.used_columns}
@@ -1055,17 +1057,18 @@ class _KernelResult:
     own code (measures with the general compiled expressions)."""
 
     def __init__(self, fb: _FastBound, df: pd.DataFrame, work: dict[str, pd.Series],
-                 positions: np.ndarray, bounds: list[int], found: list[list[RawMatch]],
-                 arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]):
+                 positions: np.ndarray, bounds: list[int], records: tuple[Any, ...],
+                 arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]):
         self.fb = fb
         self.df = df
         self.work = work
         self.positions = positions
         self.bounds = bounds
-        self.found = found
+        self._records = records
+        self._found: list[list[RawMatch]] | None = None
         # The matches (no unmatched rows) as arrays: first row, one past the last row,
         # match number, and the variable of every matched row (concatenated).
-        self.start, self.end, self.number, self.labels = arrays
+        self.start, self.end, self.number, self.labels, self.excluded = arrays
 
     def _measure_values(self) -> list[tuple[pd.Series, np.ndarray | None]]:
         """Per measure of a vectorisable plan (``FastPlan.measures``): the values (one per
@@ -1138,13 +1141,20 @@ class _KernelResult:
         return MatchState(cols, self.fb.plan.q.variables)
 
     def _parts(self) -> list[Partition]:
+        if self._found is None:
+            o_start, o_end, o_num, o_unm, o_lab, automaton, part_of_row = self._records
+            found: list[list[RawMatch]] = [[] for _ in range(len(self.bounds) - 1)]
+            raws = _raw_matches(o_start, o_end, o_num, o_unm, o_lab, automaton)
+            for raw, j in zip(raws, part_of_row[o_start].tolist(), strict=True):
+                found[j].append(raw)
+            self._found = found
         pcols = [self.df[c] for c in self.fb.bound.partition_cols]
         out = []
         for j, (lo, hi) in enumerate(zip(self.bounds[:-1], self.bounds[1:], strict=True)):
-            if self.found[j]:
+            if self._found[j]:
                 origin = int(self.positions[lo])
                 key = tuple(to_python(c.iat[origin]) for c in pcols)
-                out.append(Partition(key, lo, hi, self.found[j]))
+                out.append(Partition(key, lo, hi, self._found[j]))
         return out
 
     def matches(self) -> list[Match]:
@@ -1170,18 +1180,122 @@ class _KernelResult:
     def frame(self) -> pd.DataFrame:
         bound = self.fb.bound
         tree = self.fb.plan.q.tree
-        parts = self._parts()
         if self.fb.plan.q.match.rows_per_match == "ONE":
-            if parts and _vector_measures_of(self.fb) is not None:
+            if len(self.start) and _vector_measures_of(self.fb) is not None:
                 return self._one_row_vectorised()
+            parts = self._parts()
             if not parts:
                 return select(tree, bound._one_row(self.df.reset_index(drop=True),
                                                     MatchState({}, []), []))
             return select(tree, bound._one_row(self.df.reset_index(drop=True), self._state(),
                                                 parts))
+        if not self._records[3].any():  # no unmatched rows to report
+            table = all_rows_vectorised(self.fb, self.df, self.work, self.positions, self.start,
+                                        self.end, self.number, self.labels, self.excluded)
+            if table is not None:
+                return select(tree, table)
         full = self.df.reset_index(drop=True)
         work = full.take(self.positions).reset_index(drop=True)
-        return select(tree, bound._all_rows(work, self._state(), parts))
+        return select(tree, bound._all_rows(work, self._state(), self._parts()))
+
+
+def _raw_matches(o_start: np.ndarray, o_end: np.ndarray, o_num: np.ndarray,
+                 o_unm: np.ndarray, o_lab: np.ndarray, automaton: Automaton) -> list[RawMatch]:
+    """The kernel's output records as the general matcher's RawMatch objects."""
+    lab_var = automaton.var[o_lab].tolist()
+    lab_excl = automaton.excluded[o_lab].tolist()
+    out: list[RawMatch] = []
+    at = 0
+    for a, b, num, unm in zip(o_start.tolist(), o_end.tolist(), o_num.tolist(),
+                              o_unm.tolist(), strict=True):
+        if unm:
+            out.append(RawMatch(a, 0, unmatched=True))
+        else:
+            out.append(RawMatch(a, num, list(range(a, b)), lab_var[at:at + b - a],
+                                lab_excl[at:at + b - a]))
+            at += b - a
+    return out
+
+
+def all_rows_vectorised(fb: _FastBound, df: pd.DataFrame, work: dict[str, pd.Series],
+                        positions: np.ndarray, start: np.ndarray, end: np.ndarray,
+                        number: np.ndarray, labels: np.ndarray,
+                        excluded: np.ndarray) -> pd.DataFrame | None:
+    """ALL ROWS PER MATCH (SHOW or OMIT EMPTY MATCHES) from the match arrays, with
+    RUNNING measures per output row, laid out as ``Bound._all_rows`` lays them out; None
+    when a measure is not vectorisable (FINAL, aggregates, ...) or nothing is output."""
+    measures = fb.vector_measures
+    q = fb.plan.q
+    if measures is None or any(getattr(me.expr, "semantics", None) == "FINAL"
+                               for me in q.match.measures):
+        return None
+    m = len(start)
+    length = end - start
+    offsets = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(length, out=offsets[1:])
+    match_of = np.repeat(np.arange(m, dtype=np.int64), length)
+    flat = np.arange(len(labels), dtype=np.int64)
+    flat_row = flat - offsets[match_of] + start[match_of]
+    # Output rows: every row of a match that is not excluded, and the start row of an
+    # empty match (SHOW EMPTY MATCHES), in match order.
+    show_empty = q.match.rows_per_match != "ALL OMIT"
+    out_flat = np.flatnonzero(~excluded)
+    empty = np.flatnonzero(length == 0) if show_empty else np.zeros(0, dtype=np.int64)
+    # merge: an empty match sorts at its place among the matches (by match index)
+    keys = np.concatenate([match_of[out_flat], empty])
+    order = np.argsort(keys, kind="stable")
+    is_empty = np.concatenate([np.zeros(len(out_flat), bool), np.ones(len(empty), bool)])[order]
+    src = np.concatenate([out_flat, empty])[order]  # flat index, or match index if empty
+    n_out = len(src)
+    if n_out == 0:
+        return None
+    out_match = np.where(is_empty, src, match_of[np.where(is_empty, 0, src)] if len(labels)
+                         else 0)
+    take = np.where(is_empty, start[out_match], flat_row[np.where(is_empty, 0, src)]
+                    if len(labels) else 0)
+    upto = np.where(is_empty, offsets[out_match], src + 1)  # flat rows of the running match
+    names = q.variables
+    series: list[pd.Series] = []
+    for me, col in zip(measures, fb.measure_columns, strict=True):
+        if me.kind in ("nav", "count"):
+            inside = (np.ones(len(labels), dtype=bool) if me.var is None
+                      else np.isin(labels, np.fromiter(me.var, dtype=np.int64)))
+            cs = np.zeros(len(labels) + 1, dtype=np.int64)
+            np.cumsum(inside, out=cs[1:])
+            first_cs = cs[offsets[out_match]]
+            upto_cs = cs[upto]
+        if me.kind == "count":
+            values: pd.Series = pd.Series(upto_cs - first_cs)
+            missing = None
+        elif me.kind == "nav":
+            assert col is not None
+            where = np.flatnonzero(inside)
+            target = upto_cs - 1 - me.offset if me.from_end else first_cs + me.offset
+            ok = (target >= first_cs) & (target < upto_cs)
+            rows = np.where(ok, flat_row[where[np.where(ok, target, 0)]] if len(where)
+                            else -1, -1)
+            missing = rows < 0
+            values = work[col].take(np.maximum(rows, 0)).reset_index(drop=True)
+            missing = missing if missing.any() else None
+        elif me.kind == "number":
+            values, missing = pd.Series(number[out_match]), None
+        else:  # classifier: the current row's variable
+            label = np.where(is_empty, -1, labels[np.where(is_empty, 0, src)] if len(labels)
+                             else -1)
+            values = pd.Series(np.array([*names, None], dtype=object)[label], dtype=object)
+            missing = label < 0
+            missing = missing if missing.any() else None
+        series.append(_like_records(values, missing))
+    bound = fb.bound
+    full = df.reset_index(drop=True)
+    base = full.take(positions[take]).reset_index(drop=True)
+    lead = list(dict.fromkeys(bound.partition_cols + bound.order_cols))
+    rest = [c for c in base.columns if c not in lead]
+    out_names: list[str] = [*lead, *bound.measure_names, *rest]
+    columns = [base[c] for c in lead] + series + [base[c] for c in rest]
+    frame = pd.concat([c.reset_index(drop=True) for c in columns], axis=1, ignore_index=True)
+    frame.columns = out_names
+    return frame
 
 
 def _vector_measures_of(fb: _FastBound) -> list[FastMeasure] | None:

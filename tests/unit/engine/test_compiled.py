@@ -92,7 +92,7 @@ def _outcome(q: cep_core.CompiledQuery, df: pd.DataFrame) -> tuple[object, objec
         return ("error", err.message), None
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_compiled_automaton_equals_general_matcher(case: tuple[str, pd.DataFrame]) -> None:
     text, df = case
@@ -104,6 +104,11 @@ def test_compiled_automaton_equals_general_matcher(case: tuple[str, pd.DataFrame
     assert fast.engine == "fast", fast.plan
     g_matches, g_frame = _outcome(general, df)
     f_matches, f_frame = _outcome(fast, df)
+    if isinstance(g_matches, tuple) and "backtracked too often" in str(g_matches[1]):
+        # The general matcher's bound (it cannot memoise under WITHIN); the automaton
+        # has no such bound to hit.
+        assert not isinstance(f_matches, tuple), f_matches
+        return
     assert f_matches == g_matches
     if g_frame is not None:
         assert isinstance(f_frame, pd.DataFrame)
