@@ -43,6 +43,9 @@ class Automaton:
     excluded: np.ndarray  # bool per state
     ptr: np.ndarray  # int64
     targets: np.ndarray  # int64
+    # per (source, case): the closure passes '$' at the end of the rows (incremental
+    # matching: the outcome then waits for more rows)
+    touches_end: np.ndarray  # bool
 
     @property
     def n_states(self) -> int:
@@ -63,29 +66,34 @@ def build(program: P.Program) -> Automaton:
     cases = (0, 1, 2, 3) if program.has_anchors else (0,)
     ptr = [0]
     targets: list[int] = []
+    touches: list[bool] = []
     budget = [MAX_CLOSURE_WORK]
     for source_pc in [0, *(pc + 1 for pc in labels)]:
-        per_case: dict[int, list[int]] = {}
+        per_case: dict[int, tuple[list[int], bool]] = {}
         for case in cases:
             per_case[case] = _closure(code, source_pc, case, relevant, state_of, n_states,
                                       budget)
         for case in range(4):
-            found = per_case[case if program.has_anchors else 0]
+            found, touch = per_case[case if program.has_anchors else 0]
             targets.extend(found)
             ptr.append(len(targets))
+            touches.append(touch)
     return Automaton(
         np.asarray([code[pc][1] for pc in labels], dtype=np.int64),
         np.asarray([excl_depth[pc] > 0 for pc in labels], dtype=np.bool_),
-        np.asarray(ptr, dtype=np.int64), np.asarray(targets, dtype=np.int64))
+        np.asarray(ptr, dtype=np.int64), np.asarray(targets, dtype=np.int64),
+        np.asarray(touches, dtype=np.bool_))
 
 
 def _closure(code: tuple[tuple[int, ...], ...], pc0: int, case: int,
              relevant: list[frozenset[int]], state_of: dict[int, int], accept: int,
-             budget: list[int]) -> list[int]:
-    """The ordered targets reached from ``pc0`` without consuming a row (see module)."""
+             budget: list[int]) -> tuple[list[int], bool]:
+    """The ordered targets reached from ``pc0`` without consuming a row (see module), and
+    whether a '$' passed on the way (at the end of the rows)."""
     at_begin = bool(case & 2)
     at_end = bool(case & 1)
     out: list[int] = []
+    touch = False
     emitted: set[int] = set()
     seen: set[tuple[int, frozenset[int]]] = set()
     # Depth-first in preference order: a stack of (pc, saved slots), preferred on top.
@@ -110,7 +118,7 @@ def _closure(code: tuple[tuple[int, ...], ...], pc0: int, case: int,
                 break
             if op == P.ACCEPT:
                 out.append(accept)
-                return out  # less preferred paths never run
+                return out, touch  # less preferred paths never run
             if op == P.SPLIT:
                 stack.append((ins[2], saved))
                 pc = ins[1]
@@ -130,12 +138,13 @@ def _closure(code: tuple[tuple[int, ...], ...], pc0: int, case: int,
             elif op == P.END:
                 if not at_end:
                     break
+                touch = True
                 pc += 1
             elif op in (P.EXCLUDE_ON, P.EXCLUDE_OFF):
                 pc += 1
             else:  # NEG is not compiled (the planner keeps such queries general)
                 raise TooLarge
-    return out
+    return out, touch
 
 
 def _relevant_slots(code: tuple[tuple[int, ...], ...]) -> list[frozenset[int]]:

@@ -47,7 +47,7 @@ from ..compile.state import MatchState
 from ..compile.values import column_values, to_python
 from ..errors import QueryError
 from ..language import ast
-from .matcher import Partition, RawMatch
+from .matcher import Partition, RawMatch, SkipPolicy
 from .output import Match, select
 from .time_axis import is_duration, is_number, is_timestamp, ns_and_missing, within_seconds
 from .values import LazyColumn
@@ -70,6 +70,11 @@ class FastRunner:
         if fb is None:
             fb = self._bound[bound.columns] = _FastBound(self.plan, bound)
         return fb
+
+    def kernel_for(self, bound: Bound) -> tuple[_FastBound, Automaton] | None:
+        """For the incremental matcher: the bound plan and the automaton, if it builds."""
+        automaton = self.plan.automaton()
+        return None if automaton is None else (self._fast_bound(bound), automaton)
 
     # ------------------------------------------------------------------ entry points
     def find_matches(self, bound: Bound, df: pd.DataFrame) -> list[Match] | None:
@@ -328,41 +333,16 @@ class _FastBound:
         q = self.plan.q
         work, positions, bounds = prepare(bound, df, self.needed)
         n = len(positions)
-        nparts = len(bounds) - 1
-        starts_of = np.asarray(bounds[:-1], dtype=np.int64)
-        sizes: np.ndarray = np.diff(np.asarray(bounds, dtype=np.int64))
-        part_of_row = np.repeat(np.arange(nparts, dtype=np.int64), sizes)
-        try:
-            masks = self._masks(work, n, starts_of, part_of_row)
-        except QueryError:
-            return None  # let the general path evaluate (and report) row by row
-        bits = np.zeros(n, dtype=np.uint64)
-        for v, mask in enumerate(masks):
-            bit = np.uint64(1) << np.uint64(v)
-            if mask is None:
-                bits |= bit
-            else:
-                bits[np.asarray(mask, dtype=bool)] |= bit
-        horizon = np.zeros(0, dtype=np.int64)
-        if self.window_column is not None:
-            pad_of_row = np.arange(n, dtype=np.int64) + part_of_row
-            window = _Window.build(work[self.window_column], q.match, pad_of_row, n + nparts,
-                                   np.int64)
-            if window is None:
-                return None
-            horizon = np.asarray(window.horizon(pad_of_row), dtype=np.int64) - part_of_row
+        inputs = self.kernel_inputs(work, n, bounds)
+        if inputs is None:
+            return None
+        bits, horizon = inputs
+        part_of_row = _part_of_row(bounds)
         skip = bound.skip
-        kind = {"PAST LAST ROW": 0, "TO NEXT ROW": 1, "TO FIRST": 2, "TO LAST": 3}[skip.kind]
-        mask_bits = sum(1 << v for v in (skip.var or ()))
-        from . import kernel
-
-        o_start, o_end, o_num, o_unm, o_lab, bad = kernel.run(
-            bits, np.asarray(bounds if n else [0], dtype=np.int64), horizon,
-            self.window_column is not None, automaton.var, automaton.ptr, automaton.targets,
-            kind, np.int64(mask_bits - (1 << 64) if mask_bits >= 1 << 63 else mask_bits),
-            q.match.rows_per_match == "ALL UNMATCHED", kernel.MEMO_LIMIT)
+        o_start, o_end, o_num, o_unm, o_lab, bad, _ = run_kernel(
+            automaton, bits, bounds, horizon, skip, q.match.rows_per_match == "ALL UNMATCHED")
         if bad >= 0:
-            raw = _raw_matches(o_start[:bad + 1], o_end[:bad + 1], o_num[:bad + 1],
+            raw = raw_matches(o_start[:bad + 1], o_end[:bad + 1], o_num[:bad + 1],
                                o_unm[:bad + 1], o_lab, automaton)[-1]
             skip.next_start(raw)  # raises the general matcher's error
             raise AssertionError("unreachable")  # pragma: no cover
@@ -371,6 +351,28 @@ class _FastBound:
                   automaton.excluded[o_lab])
         records = (o_start, o_end, o_num, o_unm, o_lab, automaton, part_of_row)
         return _KernelResult(self, df, work, positions, bounds, records, arrays)
+
+    def kernel_inputs(self, work: Any, n: int, bounds: list[int]) -> tuple[
+            np.ndarray, np.ndarray | None] | None:
+        """The kernel's per-row inputs over sorted rows ``work`` (a mapping of the needed
+        columns) with partitions ``bounds``: the condition bits, and with WITHIN the end
+        row of each start row's window; None when this input needs the general path."""
+        nparts = len(bounds) - 1
+        starts_of = np.asarray(bounds[:-1], dtype=np.int64)
+        part_of_row = _part_of_row(bounds)
+        try:
+            masks = self._masks(work, n, starts_of, part_of_row)
+        except QueryError:
+            return None  # let the general path evaluate (and report) row by row
+        bits = row_bits(masks, n)
+        if self.window_column is None:
+            return bits, None
+        pad_of_row = np.arange(n, dtype=np.int64) + part_of_row
+        window = _Window.build(work[self.window_column], self.plan.q.match, pad_of_row,
+                               n + nparts, np.int64)
+        if window is None:
+            return None
+        return bits, np.asarray(window.horizon(pad_of_row), dtype=np.int64) - part_of_row
 
     def _masks(self, work: dict[str, pd.Series], n: int, starts_of: np.ndarray,
                part_of_row: np.ndarray) -> list[np.ndarray | None]:
@@ -1052,6 +1054,53 @@ class _Result:
         return bound._all_rows(work, st, parts)
 
 
+def _part_of_row(bounds: list[int]) -> np.ndarray:
+    sizes: np.ndarray = np.diff(np.asarray(bounds, dtype=np.int64))
+    return np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+
+
+def row_bits(masks: list[np.ndarray | None], n: int) -> np.ndarray:
+    """One uint64 per row: bit v set where variable v's condition holds."""
+    bits = np.zeros(n, dtype=np.uint64)
+    for v, mask in enumerate(masks):
+        bit = np.uint64(1) << np.uint64(v)
+        if mask is None:
+            bits |= bit
+        else:
+            bits[np.asarray(mask, dtype=bool)] |= bit
+    return bits
+
+
+def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
+               horizon: np.ndarray | None,
+               skip: SkipPolicy, report_unmatched: bool, first: list[int] | None = None,
+               covered: list[int] | None = None, begin: list[int] | None = None,
+               open_: bool = False) -> tuple[Any, ...]:
+    """:func:`cep_core.runtime.kernel.run` over the partitions ``bounds`` (defaults: every
+    partition from its first row, '^' there, closed); returns its results and the stop
+    row per partition."""
+    from . import kernel
+
+    b = np.asarray(bounds if len(bounds) > 1 else [0, 0], dtype=np.int64)
+    lows = b[:-1]
+    kind = {"PAST LAST ROW": kernel.PAST_LAST_ROW, "TO NEXT ROW": kernel.TO_NEXT_ROW,
+            "TO FIRST": kernel.TO_FIRST, "TO LAST": kernel.TO_LAST}[skip.kind]
+    mask_bits = sum(1 << v for v in (skip.var or ()))
+    if mask_bits >= 1 << 63:
+        mask_bits -= 1 << 64
+    stops = np.zeros(len(lows), dtype=np.int64)
+
+    def arr(values: list[int] | None) -> np.ndarray:
+        return lows.copy() if values is None else np.asarray(values, dtype=np.int64)
+
+    out = kernel.run(bits, b, np.zeros(0, dtype=np.int64) if horizon is None else horizon,
+                     horizon is not None,
+                     automaton.var, automaton.ptr, automaton.targets, kind,
+                     np.int64(mask_bits), report_unmatched, kernel.MEMO_LIMIT, arr(first),
+                     arr(covered), arr(begin), open_, automaton.touches_end, stops)
+    return (*out, stops)
+
+
 class _KernelResult:
     """The matches the compiled kernel found, per partition, output by the general path's
     own code (measures with the general compiled expressions)."""
@@ -1144,7 +1193,7 @@ class _KernelResult:
         if self._found is None:
             o_start, o_end, o_num, o_unm, o_lab, automaton, part_of_row = self._records
             found: list[list[RawMatch]] = [[] for _ in range(len(self.bounds) - 1)]
-            raws = _raw_matches(o_start, o_end, o_num, o_unm, o_lab, automaton)
+            raws = raw_matches(o_start, o_end, o_num, o_unm, o_lab, automaton)
             for raw, j in zip(raws, part_of_row[o_start].tolist(), strict=True):
                 found[j].append(raw)
             self._found = found
@@ -1199,7 +1248,7 @@ class _KernelResult:
         return select(tree, bound._all_rows(work, self._state(), self._parts()))
 
 
-def _raw_matches(o_start: np.ndarray, o_end: np.ndarray, o_num: np.ndarray,
+def raw_matches(o_start: np.ndarray, o_end: np.ndarray, o_num: np.ndarray,
                  o_unm: np.ndarray, o_lab: np.ndarray, automaton: Automaton) -> list[RawMatch]:
     """The kernel's output records as the general matcher's RawMatch objects."""
     lab_var = automaton.var[o_lab].tolist()

@@ -41,15 +41,24 @@ def _grow(a: np.ndarray, need: int) -> np.ndarray:  # pragma: no cover - compile
 @njit(cache=True)
 def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: bool,
         state_var: np.ndarray, ptr: np.ndarray, targets: np.ndarray, skip_kind: int,
-        skip_mask: np.int64, report_unmatched: bool, memo_limit: int
+        skip_mask: np.int64, report_unmatched: bool, memo_limit: int,
+        first: np.ndarray, covered_from: np.ndarray, begin: np.ndarray, open_: bool,
+        touches_end: np.ndarray, stops: np.ndarray
         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                    int]:  # pragma: no cover - compiled
-    """Matches of every partition ``bounds[j]..bounds[j+1]-1``.
+    """Matches of every partition ``bounds[j]..bounds[j+1]-1``, from its row ``first[j]``
+    (rows below ``covered_from[j]`` count as covered by a match; '^' matches at row
+    ``begin[j]``).
 
     Returns (start, end, number, unmatched flag) per output record, the states of the
     matched rows (concatenated, ``end - start`` per match, none for unmatched rows), and
     the index of a record whose AFTER MATCH SKIP target is invalid (-1: none; matching
-    stopped there)."""
+    stopped there).
+
+    ``open_`` (incremental matching): more rows may follow each partition; the first
+    attempt whose outcome depends on them (a thread still alive after the last row, or a
+    '$' passed there) stops the partition, and ``stops[j]`` is set to its start row (else
+    to the end of the partition)."""
     n_states = len(state_var)
     accept = n_states
     o_start = np.empty(16, dtype=np.int64)
@@ -76,9 +85,11 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
         hi = bounds[j + 1]
         memo = (not has_window) and (hi - lo + 1) * n_states <= memo_limit
         marks = np.full((hi - lo + 1) * n_states if memo else 1, -1, dtype=np.int64)
-        start = lo
-        covered = lo
+        start = first[j]
+        covered = covered_from[j]
         number = 0
+        stops[j] = hi
+        at_begin = begin[j]
         while start < hi:
             # ---- one attempt from `start`
             limit = hi
@@ -90,7 +101,8 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
             pos = start
             step += 1
             n_cur = 0
-            case = (2 if pos == lo else 0) + (1 if pos == hi else 0)
+            touched = False
+            case = (2 if pos == at_begin else 0) + (1 if pos == hi else 0)
             i = case
             for t_i in range(ptr[i], ptr[i + 1]):
                 t = targets[t_i]
@@ -114,9 +126,12 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
             while n_cur > 0:
                 step += 1
                 n_nxt = 0
+                if pos == hi and open_:
+                    touched = True  # the thread waits for the next row
+                    break
                 if pos < limit:
                     b = bits[pos]
-                    case = (2 if pos + 1 == lo else 0) + (1 if pos + 1 == hi else 0)
+                    case = (2 if pos + 1 == at_begin else 0) + (1 if pos + 1 == hi else 0)
                     for c in range(n_cur):
                         s = cur_s[c]
                         if (b & var_bit[s]) == 0:
@@ -129,6 +144,8 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                         node = n_nodes
                         n_nodes += 1
                         i = (s + 1) * 4 + case
+                        if open_ and touches_end[i]:
+                            touched = True
                         accepted = False
                         for t_i in range(ptr[i], ptr[i + 1]):
                             t = targets[t_i]
@@ -161,6 +178,9 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                 n_cur = n_nxt
                 pos += 1
             # ---- record the outcome
+            if touched:
+                stops[j] = start
+                break
             if best_end < 0:
                 if memo:
                     failed[start] = True

@@ -12,7 +12,7 @@ import time
 
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import cep_core
@@ -159,3 +159,48 @@ def test_numba_is_imported_only_when_the_kernel_runs() -> None:
             "assert 'numba' in sys.modules\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def _order(m: cep_core.Match) -> tuple[str, int]:
+    return str(m.partition), m.match_number
+
+
+def _incremental(text: str, df: pd.DataFrame, cuts: list[int]) -> object:
+    try:
+        inc = cep_core.IncrementalMatcher(text)
+        found = []
+        at = 0
+        for cut in [*sorted(cuts), len(df)]:
+            found += inc.feed(df.iloc[at:cut])
+            at = max(at, cut)
+        found += inc.flush()
+        return sorted(found, key=_order)
+    except QueryError as err:
+        return ("error", err.message)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(cases(), st.lists(st.integers(0, 30), max_size=4))
+def test_incremental_on_the_automaton_equals_general_batch(
+        case: tuple[str, pd.DataFrame], cuts: list[int]) -> None:
+    """The incremental matcher runs the kernel per partition, stopping at the first
+    attempt that waits for rows; fed in random batches it must find the general batch
+    matcher's matches."""
+    text, df = case
+    if "NEXT" in text:
+        return  # reads ahead: incremental runs the general matcher
+    df = df.sort_values("ts", kind="stable").reset_index(drop=True)  # rows arrive in order
+    try:
+        general = cep_core.compile_query(text, engine="general")
+    except QueryError:
+        return
+    if cep_core.compile_query(text).engine != "fast":
+        return
+    try:
+        expected: object = sorted(general.find_matches(df), key=_order)
+    except QueryError as err:
+        if "backtracked too often" in err.message:
+            return
+        expected = ("error", err.message)
+    assert _incremental(text, df, [c for c in cuts if c <= len(df)]) == expected
