@@ -1027,7 +1027,7 @@ class _Result:
         """ALL ROWS PER MATCH: the matches found here, one output row per matched row with
         RUNNING measures, built by the general path's own output code."""
         bound = self.fb.bound
-        if len(self.cand):
+        if len(self.cand) and self.seg_len:
             items = self.fb.plan.item_list
             lengths = np.stack([np.asarray(c, dtype=np.int64) for c in self.seg_len], axis=1)
             item_vars = np.tile(np.asarray([it.var for it in items], dtype=np.int64),
