@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -222,8 +222,10 @@ def save_state(spark, settings: Settings, query: LiveArchiveQuery, step: LiveSte
      .whenMatchedUpdate(set=update).whenNotMatchedInsertAll().execute())
 
 
-def drop_stale(spark, settings: Settings, queries: list[LiveArchiveQuery]) -> int:  # noqa: ANN001
+def drop_stale(spark, settings: Settings, queries: list[LiveArchiveQuery],  # noqa: ANN001
+               only: Sequence[str] | None = None) -> int:
     """Delete state rows no current query can use (other fingerprint, or a query that is
-    gone); returns how many query ids had stale rows."""
+    gone); returns how many query ids had stale rows. ``only``: look at these query ids'
+    rows only (a per-query gold run leaves the other queries' state alone)."""
     return LakeTable(spark, settings, TABLE).drop_other_fingerprints(
-        {q.id: fingerprint(q, settings) for q in queries})
+        {q.id: fingerprint(q, settings) for q in queries}, only=only)
