@@ -1207,24 +1207,8 @@ class _KernelResult:
         return out
 
     def matches(self) -> list[Match]:
-        bound = self.fb.bound
-        names = self.fb.plan.q.variables
         st = self._state()
-        positions = self.positions
-        out: list[Match] = []
-        for part in self._parts():
-            st.lo, st.hi = part.lo, part.hi
-            for mt in part.matches:
-                if mt.unmatched:
-                    continue
-                values = bound._measures_at(st, mt, len(mt.rows))
-                kept = [(r, v) for r, v, x in zip(mt.rows, mt.labels, mt.excluded, strict=True)
-                        if not x]
-                out.append(Match(part.key, mt.number, tuple(int(positions[r]) for r, _ in kept),
-                                 tuple(names[v] for _, v in kept),
-                                 dict(zip(bound.measure_names, values, strict=True)),
-                                 mt.timed_out))
-        return out
+        return self.fb.bound._matches(self._parts(), self.positions, st)
 
     def frame(self) -> pd.DataFrame:
         bound = self.fb.bound

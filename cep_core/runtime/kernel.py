@@ -38,6 +38,25 @@ def _grow(a: np.ndarray, need: int) -> np.ndarray:  # pragma: no cover - compile
     return b
 
 
+@njit(cache=True, inline="always")
+def _enter(memo: bool, marks: np.ndarray, failed: np.ndarray, stamp: np.ndarray, m_i: int,
+           t: int, start: int, step: int) -> bool:  # pragma: no cover - compiled
+    """Whether a thread may enter state ``t`` (and mark it entered). With ``memo`` the mark
+    is per (row, state) at index ``m_i`` and holds the attempt's start: refused if this
+    attempt was there already or an attempt that failed was; otherwise per state, once per
+    ``step``."""
+    if memo:
+        m = marks[m_i]
+        if m == start or (m >= 0 and failed[m]):
+            return False
+        marks[m_i] = start
+        return True
+    if stamp[t] == step:
+        return False
+    stamp[t] = step
+    return True
+
+
 @njit(cache=True)
 def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: bool,
         state_var: np.ndarray, ptr: np.ndarray, targets: np.ndarray, skip_kind: int,
@@ -110,16 +129,9 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                     best_end = pos
                     best_node = -1
                     break
-                if memo:
-                    m_i = (pos - lo) * n_states + t
-                    m = marks[m_i]
-                    if m == start or (m >= 0 and failed[m]):
-                        continue
-                    marks[m_i] = start
-                else:
-                    if stamp[t] == step:
-                        continue
-                    stamp[t] = step
+                if not _enter(memo, marks, failed, stamp, (pos - lo) * n_states + t, t,
+                              start, step):
+                    continue
                 cur_s[n_cur] = t
                 cur_n[n_cur] = -1
                 n_cur += 1
@@ -154,16 +166,9 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                                 best_node = node
                                 accepted = True
                                 break
-                            if memo:
-                                m_i = (pos + 1 - lo) * n_states + t
-                                m = marks[m_i]
-                                if m == start or (m >= 0 and failed[m]):
-                                    continue
-                                marks[m_i] = start
-                            else:
-                                if stamp[t] == step:
-                                    continue
-                                stamp[t] = step
+                            if not _enter(memo, marks, failed, stamp,
+                                          (pos + 1 - lo) * n_states + t, t, start, step):
+                                continue
                             nxt_s[n_nxt] = t
                             nxt_n[n_nxt] = node
                             n_nxt += 1
