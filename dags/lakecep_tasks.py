@@ -135,6 +135,15 @@ def _run_cli(args: list[str], label: str) -> tuple[int, list[str], list[str], li
     return returncode, cmd, stdout, list(stderr_tail)
 
 
+def _failed(label: str, returncode: int, cmd: list[str], stderr_tail: list[str]) -> RuntimeError:
+    """The task's error for a lakecep command that failed: what ran, its exit code and the
+    last lines of its stderr (what the Airflow UI shows first for a failed task)."""
+    tail = "\n".join(stderr_tail) or "(no stderr output)"
+    return RuntimeError(f"lakecep job {label!r} failed with exit code {returncode}\n"
+                        f"command: {' '.join(cmd)}\n"
+                        f"last {len(stderr_tail)} lines of stderr:\n{tail}")
+
+
 def _json_document(lines: list[str]) -> Any:
     """The JSON document ``lakecep ... --json`` printed last (it starts on a line "{")."""
     starts = [n for n, line in enumerate(lines) if line == "{"]
@@ -176,12 +185,7 @@ def run_lakecep_job(job: str, run_id: str, query: str | None = None) -> dict[str
         raise AirflowFailException(f"lakecep job {label!r} failed, and would again on the "
                                    f"same input (no retry): {reason.strip()}")
     if returncode != 0:
-        tail = "\n".join(stderr_tail) or "(no stderr output)"
-        raise RuntimeError(
-            f"lakecep job {label!r} failed with exit code {returncode}\n"
-            f"command: {' '.join(cmd)}\n"
-            f"last {len(stderr_tail)} lines of stderr:\n{tail}"
-        )
+        raise _failed(label, returncode, cmd, stderr_tail)
     summary = _json_document(stdout)
     if not isinstance(summary, dict):
         raise RuntimeError(f"lakecep job {label!r} exited 0 but printed no JSON summary "
@@ -228,9 +232,7 @@ def generate_landing(events: int, seed: int) -> dict[str, Any]:
     returncode, cmd, stdout, stderr_tail = _run_cli(args, "generate")
     result = _json_document(stdout)
     if returncode != 0 or not isinstance(result, dict):
-        tail = "\n".join(stderr_tail) or "(no stderr output)"
-        raise RuntimeError(f"lakecep generate failed with exit code {returncode}\n"
-                           f"command: {' '.join(cmd)}\nlast lines of stderr:\n{tail}")
+        raise _failed("generate", returncode, cmd, stderr_tail)
     return {"lines": result["lines"], "files": result["files"], "landing": result["landing"],
             "events": events, "seed": seed}
 
@@ -242,9 +244,7 @@ def list_queries() -> list[str]:
     returncode, cmd, stdout, stderr_tail = _run_cli(["validate", "--json"], "validate")
     report = _json_document(stdout)
     if not isinstance(report, dict):
-        tail = "\n".join(stderr_tail) or "(no stderr output)"
-        raise RuntimeError(f"lakecep validate failed with exit code {returncode}\n"
-                           f"command: {' '.join(cmd)}\nlast lines of stderr:\n{tail}")
+        raise _failed("validate", returncode, cmd, stderr_tail)
     if not report["ok"]:
         from airflow.sdk.exceptions import AirflowFailException
 
