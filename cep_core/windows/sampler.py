@@ -252,8 +252,10 @@ class Sampler:
                     t_next = max(t_next, self._grid_after(previous))
                 if t_next > watermark:
                     # every sample time <= watermark is empty for every key: passed silently
+                    # (also when nothing was ever sampled: whether an event is before
+                    # every future window must not depend on which keys share the operator)
                     last = self._grid_after(watermark - self.period)
-                    if self.sample_time is not None and last > self.sample_time:
+                    if self.sample_time is None or last > self.sample_time:
                         self.sample_time = last
                     break
             else:

@@ -451,3 +451,23 @@ def test_window_count_ranks_survive_a_fully_purged_key() -> None:
     for seq in range(3, 6):
         op.apply(Insert(Event("a", 2, seq, 1.0)))
     assert [(r.window_id, r.value) for r in op.advance(100)] == [(3, 3.0)]
+
+
+def test_a_sampler_drops_an_event_too_late_whatever_keys_it_holds() -> None:
+    """Whether an event is before every future sample window must not depend on the other
+    keys of the operator (the gold job splits keys into buckets, each its own operator): a
+    sampler whose only key had events after the watermark (nothing sampled yet) accepted an
+    event older than every future window and not correctable (found by hypothesis)."""
+    s = 1_000_000
+
+    def late_inserts(other_key: bool) -> tuple[bool, bool]:
+        op = Sampler(10 * s, 3 * s, ("count",), allowed_lateness=30 * s)
+        if other_key:
+            op.apply(Insert(Event("b", 2, 2, None)))
+        op.apply(Insert(Event("a", 33 * s + 1, 1, None)))
+        op.advance(31 * s + 1)
+        too_late = op.apply(Insert(Event("a", 3, 3, None)))     # < watermark - lateness
+        correctable = op.apply(Insert(Event("a", s + 4, 4, None)))
+        return too_late, correctable
+
+    assert late_inserts(True) == late_inserts(False) == (False, True)
