@@ -51,7 +51,8 @@ def record(spark, settings: Settings, rows, query_ids: Sequence[str], batch_id: 
         F.col("match_id").alias("alert_id"), "query_id", "query_version", "partition_key",
         "start_time", "end_time", "measures", F.lit(batch_id).cast("bigint").alias("batch_id"),
         now.alias("created_time"), F.lit(None).cast("timestamp").alias("delivered_time"),
-        F.lit(0).cast("int").alias("attempts"), F.lit(None).cast("string").alias("last_error"))
+        F.lit(0).cast("int").alias("attempts"), F.lit(None).cast("string").alias("last_error"),
+        "rule_hash")
     before = table.version()
     (DeltaTable.forPath(spark, table.path).alias("t")
      .merge(new.alias("s"), "t.alert_id = s.alert_id").whenNotMatchedInsertAll().execute())

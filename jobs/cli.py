@@ -706,7 +706,8 @@ def validate(
     if json_out:
         console.emit_json({
             "ok": report.ok, "seconds": seconds,
-            "queries": [{"id": q.id, "kind": type(q).__name__} for q in report.queries],
+            "queries": [{"id": q.id, "kind": type(q).__name__, "version": q.version,
+                         "rule_hash": q.rule_hash} for q in report.queries],
             "query_files": report.query_files, "source_files": report.source_files,
             "sources": [s.name for s in report.sources], "columns": report.columns,
             "problems": [p.as_dict() for p in report.problems]})

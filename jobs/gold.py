@@ -104,6 +104,12 @@ def seed_checkpoint(settings: Settings, stream: str) -> bool:
     return True
 
 
+#: Gold tables whose rows a gold batch writes: one from an older release gets the columns
+#: added since (they read NULL in its older rows).
+UPGRADED = ("gold.complex_events", "gold.probabilistic_events", "gold.window_outputs",
+            "gold.alerts")
+
+
 def detect(spark, queries: Sequence[QueryDefinition], new_events, history, version: int,  # noqa: ANN001, PLR0913
            batch_id: int, detected: datetime, settings: Settings, strategy: str = "",
            rbuffer: RecentBuffer | None = None,
@@ -299,10 +305,13 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
             "outputs again (docs/airflow.md, 'One task per query')")
     queries = with_source_attributes([q for q in queries if q not in chained], sources)
     silver = LakeTable(spark, settings, "silver.events").ensure()
-    added = LakeTable(spark, settings, "gold.complex_events").ensure().upgrade()
-    if added:
-        log(f"{stream}: gold.complex_events from an older release: added {', '.join(added)}")
-    log(f"{stream}: queries {', '.join(f'{q.id} v{q.version}' for q in queries)}")
+    LakeTable(spark, settings, "gold.complex_events").ensure()
+    for name in UPGRADED:
+        table = LakeTable(spark, settings, name)
+        if table.exists() and (added := table.upgrade()):
+            log(f"{stream}: {name} from an older release: added {', '.join(added)}")
+    log(f"{stream}: queries "
+        f"{', '.join(f'{q.id} v{q.version} ({q.rule_hash})' for q in queries)}")
     tuned = load_latest(settings)
     max_files = settings.max_files_per_trigger
     if tuned is None:

@@ -326,8 +326,6 @@ def acquisition_rows(spark, settings: Settings, query: AcquisitionQuery, new_eve
     for event in found:
         ids = [str(i) for i in event.ids]
         numbers[event.key] = numbers.get(event.key, 0) + 1
-        out["query_id"].append(query.id)
-        out["query_version"].append(query.version)
         out["match_id"].append(match_id(query.id, ids))
         out["partition_key"].append(str(event.key))
         out["match_number"].append(numbers[event.key])
@@ -341,7 +339,7 @@ def acquisition_rows(spark, settings: Settings, query: AcquisitionQuery, new_eve
         out["probability"].append(None)
         out["batch_id"].append(batch_id)
         out["_ingest"].append(max(ingest[i] for i in event.ids))
-    frame = gold_frame(out, pd.Timestamp(detected).tz_localize(None))
+    frame = gold_frame(out, pd.Timestamp(detected).tz_localize(None), query)
     from .gold_rows import GOLD_DDL
 
     rows = spark.createDataFrame(frame, GOLD_DDL)

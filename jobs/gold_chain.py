@@ -55,9 +55,9 @@ def enable_change_feed(spark: SparkSession, settings: Settings) -> bool:
 
 
 def fingerprint(query: Any) -> str:
-    """What a stored offset is valid for: the rule's statement, inputs and attributes (a
-    changed rule starts again from every key)."""
-    text = f"{query.id}|{query.version}|{query.query}|{inputs_of(query)}|{query.attributes}"
+    """What a stored offset is valid for: the rule's definition, inputs' included (a changed
+    rule starts again from every key)."""
+    text = f"{query.id}|{query.rule_hash}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -54,7 +54,7 @@ def archive_joiner(
     def run(live: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
         out = empty_columns()
         if live.empty or rows.empty:
-            return gold_frame(out, detected_ts)
+            return gold_frame(out, detected_ts, query)
         spec = query.spec()
         instances = [pickle.loads(b) for b in live["instance"]]
         ingest = time_ns(live["live_ingest"])
@@ -71,8 +71,6 @@ def archive_joiner(
             ids = [str(i) for i in j.archive_ids]
             start = j.live.start if j.archive_start is None else min(j.archive_start,
                                                                       j.live.start)
-            out["query_id"].append(query.id)
-            out["query_version"].append(query.version)
             out["match_id"].append(match_id(query.id, own, ids))
             out["partition_key"].append(str(j.live.key))
             out["match_number"].append(j.number)
@@ -86,7 +84,7 @@ def archive_joiner(
             out["probability"].append(None)
             out["batch_id"].append(batch_id)
             out["_ingest"].append(ingest[n])
-        return gold_frame(out, detected_ts)
+        return gold_frame(out, detected_ts, query)
 
     return run
 

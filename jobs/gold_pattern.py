@@ -49,8 +49,6 @@ def pattern_matcher(
         out = empty_columns()
         for match in query.compiled().find_matches(frame):
             ids, start, end, ingest = lineage.gather(match.rows)
-            out["query_id"].append(query.id)
-            out["query_version"].append(query.version)
             out["match_id"].append(match_id(query.id, ids))
             out["partition_key"].append(key_text(match.partition))
             out["match_number"].append(match.match_number)
@@ -64,7 +62,7 @@ def pattern_matcher(
             out["probability"].append(None)
             out["batch_id"].append(batch_id)
             out["_ingest"].append(ingest)
-        return gold_frame(out, detected_ts)
+        return gold_frame(out, detected_ts, query)
 
     return run
 

@@ -72,20 +72,29 @@ class Lineage:
                 max(self.ingest[i] for i in rows))
 
 
+#: Columns :func:`gold_frame` fills: the query's identity and what the detection time gives.
+_DERIVED = ("query_id", "query_version", "rule_hash", "detection_time", "detection_latency_ms",
+            "superseded_version")
+
+
 def empty_columns() -> dict[str, list[Any]]:
     """Empty column lists of ``gold.complex_events`` (plus ``_ingest``, the newest ingest time
-    in ns, from which :func:`gold_frame` computes the detection latency)."""
+    in ns, from which :func:`gold_frame` computes the detection latency) for one query's
+    rows."""
     names = [*schemas.columns(GOLD), "_ingest"]
-    derived = ("detection_time", "detection_latency_ms", "superseded_version")
-    return {n: [] for n in names if n not in derived}
+    return {n: [] for n in names if n not in _DERIVED}
 
 
-def gold_frame(columns: dict[str, list[Any]], detected: pd.Timestamp) -> pd.DataFrame:
-    """Gold rows from column lists; time columns given as int ns (None for missing). Rows
-    are written current (``superseded_version`` NULL)."""
+def gold_frame(columns: dict[str, list[Any]], detected: pd.Timestamp,
+               query: Any) -> pd.DataFrame:
+    """``query``'s gold rows from column lists; time columns given as int ns (None for
+    missing). Rows are written current (``superseded_version`` NULL)."""
     for name in ("start_time", "end_time"):
         columns[name] = pd.to_datetime(pd.array(columns[name], dtype="Int64"), unit="ns")
     latency = pd.array(columns.pop("_ingest"), dtype="Int64")
+    columns["query_id"] = [query.id] * len(latency)
+    columns["query_version"] = [query.version] * len(latency)
+    columns["rule_hash"] = [query.rule_hash] * len(latency)
     columns["detection_latency_ms"] = (detected.value - latency) // 1_000_000
     columns["detection_time"] = pd.to_datetime([detected] * len(latency))
     columns["superseded_version"] = pd.array([None] * len(latency), dtype="Int64")

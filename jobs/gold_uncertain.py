@@ -55,7 +55,8 @@ def uncertain_matcher(
 
         def add(key: tuple[Any, ...], **values: Any) -> None:
             row = {"query_id": query.id, "query_version": query.version,
-                   "partition_key": key_text(key), "method": query.method,
+                   "rule_hash": query.rule_hash, "partition_key": key_text(key),
+                   "method": query.method,
                    "history_version": version, "batch_id": batch_id,
                    "detection_time": detected_ts, **values}
             for name, column in out.items():

@@ -65,9 +65,7 @@ def fingerprint(query: WindowQuery, settings: Settings, writer: str) -> str:
     """Stored state is only valid for the same definition, bucket count, state format and
     gold stream (a new gold checkpoint restarts batch ids: its writer id differs)."""
     text = "|".join(str(v) for v in (
-        query.id, query.version, query.attribute, query.aggregates, query.window, query.rows,
-        query.slide, query.every, query.key, query.event_types, query.watermark_delay,
-        query.allowed_lateness, settings.partial_match_buckets, STATE_FORMAT, writer))
+        query.id, query.rule_hash, settings.partial_match_buckets, STATE_FORMAT, writer))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -254,6 +252,8 @@ def output_rows(steps: WindowSteps, batch_id: int, detected: datetime):  # noqa:
 
     version = F.create_map(*[F.lit(x) for q in steps.queries for x in (q.id, q.version)])
     mode = F.create_map(*[F.lit(x) for q in steps.queries for x in (q.id, q.mode)])
+    rule = F.create_map(*[F.lit(x) for q in steps.queries
+                          for x in (q.id, q.rule_hash)])
     now = F.lit(pd.Timestamp(detected).tz_localize(None)).cast("timestamp")
     return steps.out.where(F.col("kind") == "row").select(
         "query_id", version[F.col("query_id")].alias("query_version"), "key",
@@ -261,7 +261,8 @@ def output_rows(steps: WindowSteps, batch_id: int, detected: datetime):  # noqa:
         F.timestamp_micros("window_start").alias("window_start"),
         F.timestamp_micros("window_end").alias("window_end"), "window_id", "aggregate",
         "value", "event_count", "revision", F.timestamp_micros("emitted_at").alias("emitted_at"),
-        F.lit(batch_id).cast("bigint").alias("batch_id"), now.alias("detection_time"))
+        F.lit(batch_id).cast("bigint").alias("batch_id"), now.alias("detection_time"),
+        rule[F.col("query_id")].cast("string").alias("rule_hash"))
 
 
 def commit_windows(spark, settings: Settings, steps: WindowSteps | None, batch_id: int,  # noqa: ANN001

@@ -56,12 +56,11 @@ STAT_NAMES = ("hits", "misses", "open_misses", "new_keys", "spilled", "replayed"
 
 
 def fingerprint(query: LiveArchiveQuery, settings: Settings) -> str:
-    """State is only valid for the same live pattern, key, bucket count and state format
+    """State is only valid for the same definition (rule_hash), bucket count and state format
     (a changed engine format is replayed from history rather than misread)."""
     from cep_core.incremental.store import FORMAT_VERSION
 
-    text = (f"{query.id}|{query.version}|{query.key}|{query.live}|"
-            f"{settings.partial_match_buckets}|{FORMAT_VERSION}")
+    text = f"{query.id}|{query.rule_hash}|{settings.partial_match_buckets}|{FORMAT_VERSION}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

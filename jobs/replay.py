@@ -113,7 +113,8 @@ def replay(spark: SparkSession, settings: Settings, match_ids: Sequence[str], *,
         F.unix_micros("start_time").alias("start_us"), F.unix_micros("end_time").alias("end_us"),
         _text("start_time"), _text("end_time"), "measures", "live_event_ids",
         "archive_event_ids", "history_version", "strategy", "batch_id", "superseded_version",
-        _text("detection_time")).collect()]
+        _text("detection_time"), F.col("rule_hash") if "rule_hash" in gold.columns
+        else F.lit(None).cast("string").alias("rule_hash")).collect()]
     out = {r["match_id"]: Replay(r["match_id"], r["query_id"], r) for r in stored}
     silver = LakeTable(spark, settings, "silver.events")
     groups: dict[tuple[str, int], list[Replay]] = {}
@@ -126,7 +127,13 @@ def replay(spark: SparkSession, settings: Settings, match_ids: Sequence[str], *,
             one.error = (f"query {one.query_id!r} is a {type(query).__name__}: replay runs "
                          "pattern and live-archive queries")
         else:
-            if one.stored["query_version"] != query.version:
+            then = one.stored["rule_hash"]
+            if then and then != query.rule_hash:
+                one.warnings.append(
+                    f"{query.id} has changed since it found this match (rule_hash {then}, "
+                    f"version {one.stored['query_version']!r} then; {query.rule_hash}, "
+                    f"version {query.version!r} now): replayed with the current definition")
+            elif not then and one.stored["query_version"] != query.version:
                 one.warnings.append(
                     f"{query.id} was version {one.stored['query_version']!r} when it found "
                     f"this match; the query file now says {query.version!r} (replayed with "

@@ -20,8 +20,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 #: The fields of a gold.alerts row that a webhook receives.
-FIELDS = ("alert_id", "query_id", "query_version", "partition_key", "start_time", "end_time",
-          "measures", "batch_id")
+FIELDS = ("alert_id", "query_id", "query_version", "rule_hash", "partition_key", "start_time",
+          "end_time", "measures", "batch_id")
 
 
 @dataclass(frozen=True)

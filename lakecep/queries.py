@@ -19,9 +19,11 @@ docs/queries.md.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from functools import lru_cache
 from importlib import resources
@@ -56,6 +58,17 @@ def compiled_query(text: str) -> CompiledQuery:
     return cep_core.compile_query(text)
 
 
+class _Rule:
+    """What every query kind shares: its ``rule_hash``, computed on creation (a chained rule
+    loaded by :func:`load_queries` gets the one that covers its inputs' hashes too)."""
+
+    rule_hash: str
+
+    def __post_init__(self) -> None:
+        if not self.rule_hash:
+            object.__setattr__(self, "rule_hash", rule_hash(self))  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
 class SnapshotSpec:
     """``[snapshot]`` of an alerting query (docs/alerts.md, "Firing snapshots"): the events
@@ -74,7 +87,7 @@ SNAPSHOT_KEYS = ("before", "after", "horizon")
 
 
 @dataclass(frozen=True)
-class PatternQuery:
+class PatternQuery(_Rule):
     id: str
     version: str
     description: str
@@ -87,6 +100,9 @@ class PatternQuery:
     #: a chained rule: the ids of the rules whose complex events it reads instead of silver
     #: (docs/rules.md)
     inputs: tuple[str, ...] = ()
+    #: the rule's identity (:func:`rule_hash`): what gold rows record, and what a state
+    #: fingerprint is valid for
+    rule_hash: str = field(default="", compare=False)
 
     def compiled(self) -> CompiledQuery:
         """The compiled MATCH_RECOGNIZE statement (cached per process)."""
@@ -94,7 +110,7 @@ class PatternQuery:
 
 
 @dataclass(frozen=True)
-class LiveArchiveQuery:
+class LiveArchiveQuery(_Rule):
     id: str
     version: str
     description: str
@@ -109,6 +125,9 @@ class LiveArchiveQuery:
     attributes: tuple[tuple[str, str], ...] = ()
     alert: bool = False
     snapshot: SnapshotSpec | None = None
+    #: the rule's identity (:func:`rule_hash`): what gold rows record, and what a state
+    #: fingerprint is valid for
+    rule_hash: str = field(default="", compare=False)
 
     def spec(self) -> LiveArchiveSpec:
         """The engine's view of this query (both patterns compiled; cached per process)."""
@@ -129,7 +148,7 @@ ACQUISITIONS = ("plan", "all", "frequency")
 
 
 @dataclass(frozen=True)
-class AcquisitionQuery:
+class AcquisitionQuery(_Rule):
     """A seed-003 pattern over silver, acquired by a plan (docs/acquisition.md): ``plan``
     (the cheapest plan from the newest statistics within ``latency_bound``), ``all`` (one
     step reading every type: the baseline) or ``frequency`` (one type per step, rarest
@@ -147,6 +166,9 @@ class AcquisitionQuery:
     attributes: tuple[tuple[str, str], ...] = ()
     alert: bool = False
     snapshot: SnapshotSpec | None = None
+    #: the rule's identity (:func:`rule_hash`): what gold rows record, and what a state
+    #: fingerprint is valid for
+    rule_hash: str = field(default="", compare=False)
 
     def parsed(self):  # noqa: ANN201 - cep_core.planning.And | Seq
         """The pattern with its window in seconds."""
@@ -173,7 +195,7 @@ def _acquisition_pattern(text: str, query_id: str):  # noqa: ANN202
 
 
 @dataclass(frozen=True)
-class UncertainQuery:
+class UncertainQuery(_Rule):
     """A MATCH_RECOGNIZE statement with ``UNCERTAIN TIME`` (seed 001): its probabilistic
     complex events go to ``gold.probabilistic_events``. ``method``: how cep_core evaluates
     it (``auto``, ``dp``, ``event``, ``point`` or ``possible_worlds``)."""
@@ -184,6 +206,9 @@ class UncertainQuery:
     query: str
     method: str = "auto"
     attributes: tuple[tuple[str, str], ...] = ()
+    #: the rule's identity (:func:`rule_hash`): what gold rows record, and what a state
+    #: fingerprint is valid for
+    rule_hash: str = field(default="", compare=False)
 
     def compiled(self) -> CompiledQuery:
         """The compiled MATCH_RECOGNIZE statement (cached per process)."""
@@ -211,7 +236,7 @@ _MICROSECOND = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
-class WindowQuery:
+class WindowQuery(_Rule):
     """Windows of one numeric attribute per key with incremental aggregates (seed 004,
     docs/windows.md), written to ``gold.window_outputs``. Exactly one of ``window`` (a time
     window of that length) and ``rows`` (a count window of that many events); ``slide``
@@ -233,6 +258,9 @@ class WindowQuery:
     watermark_delay: timedelta = timedelta(0)
     allowed_lateness: timedelta = timedelta(0)
     attributes: tuple[tuple[str, str], ...] = ()
+    #: the rule's identity (:func:`rule_hash`): what gold rows record, and what a state
+    #: fingerprint is valid for
+    rule_hash: str = field(default="", compare=False)
 
     @property
     def mode(self) -> str:
@@ -265,6 +293,83 @@ def micros(value: timedelta) -> int:
 
 QueryDefinition = (PatternQuery | LiveArchiveQuery | UncertainQuery | AcquisitionQuery
                    | WindowQuery)
+
+
+def _statement(text: str) -> str:
+    """A MATCH_RECOGNIZE statement as printed from its syntax tree (whitespace, comments and
+    keyword case do not count); the text with its whitespace collapsed if it does not
+    parse (``lakecep validate`` reports that)."""
+    from cep_core import QueryError, parse, to_sql
+
+    try:
+        return to_sql(parse(text))
+    except QueryError:
+        return " ".join(text.split())
+
+
+def _us(value: timedelta | None) -> int | None:
+    return None if value is None else micros(value)
+
+
+def canonical_definition(query: QueryDefinition,
+                         upstream: dict[str, str] | None = None) -> dict[str, object]:
+    """Every field of ``query`` that changes its output, in a canonical form (docs/rules.md,
+    "The rule version in every gold row"); not ``description``, ``version``, ``alert``,
+    ``[snapshot]``, a live-archive ``strategy`` or acquisition latencies, which change how
+    or when results are delivered, not which. ``upstream``: a chained rule's inputs'
+    ``rule_hash`` by id (a change upstream is a new version downstream)."""
+    doc: dict[str, object] = {"id": query.id, "attributes": sorted(query.attributes)}
+    if isinstance(query, PatternQuery):
+        doc |= {"kind": "pattern", "query": _statement(query.query),
+                "inputs": {i: (upstream or {}).get(i, "") for i in sorted(query.inputs)}}
+    elif isinstance(query, LiveArchiveQuery):
+        doc |= {"kind": "live_archive", "key": query.key, "live": _statement(query.live),
+                "archive": _statement(query.archive), "before": _us(query.before),
+                "condition": None if query.condition is None
+                else " ".join(query.condition.split())}
+    elif isinstance(query, AcquisitionQuery):
+        doc |= {"kind": "acquisition", "key": query.key, "acquisition": query.acquisition,
+                "pattern": " ".join(query.pattern.split()), "type_column": query.type_column}
+    elif isinstance(query, UncertainQuery):
+        doc |= {"kind": "uncertain", "query": _statement(query.query), "method": query.method}
+    else:
+        slide = query.slide
+        doc |= {"kind": "window", "attribute": query.attribute,
+                "aggregates": sorted(query.aggregates), "window": _us(query.window),
+                "rows": query.rows,
+                "slide": _us(slide) if isinstance(slide, timedelta) else slide,
+                "every": _us(query.every), "key": query.key,
+                "event_types": sorted(query.event_types),
+                "watermark_delay": _us(query.watermark_delay),
+                "allowed_lateness": _us(query.allowed_lateness)}
+    return doc
+
+
+def rule_hash(query: QueryDefinition, upstream: dict[str, str] | None = None) -> str:
+    """The first 16 hex digits of the SHA-256 of :func:`canonical_definition`."""
+    text = json.dumps(canonical_definition(query, upstream), sort_keys=True,
+                      separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def with_rule_hashes(queries: list[QueryDefinition]) -> list[QueryDefinition]:
+    """``queries`` with their ``rule_hash`` set, inputs before the chained rules reading
+    them (an unknown input or a cycle hashes as an empty input: the rule graph check
+    reports it)."""
+    by_id = {q.id: q for q in queries}
+    done: dict[str, str] = {}
+
+    def visit(name: str, path: frozenset[str]) -> str:
+        if name in done:
+            return done[name]
+        if name not in by_id or name in path:
+            return ""
+        query = by_id[name]
+        inputs = getattr(query, "inputs", ())
+        done[name] = rule_hash(query, {i: visit(i, path | {name}) for i in inputs})
+        return done[name]
+
+    return [replace(q, rule_hash=visit(q.id, frozenset())) for q in queries]
 
 
 def parse_duration(text: str, where: str) -> timedelta:
@@ -546,4 +651,4 @@ def load_queries(directory: Path | str | None = None) -> list[QueryDefinition]:
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
         raise QueryDefinitionError(f"{directory}: duplicate query ids {dupes}")
-    return sorted(queries, key=lambda q: q.id)
+    return with_rule_hashes(sorted(queries, key=lambda q: q.id))

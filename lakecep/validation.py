@@ -47,6 +47,7 @@ from lakecep.queries import (
     WindowQuery,
     compiled_query,
     load_query,
+    with_rule_hashes,
 )
 from lakecep.rules import RuleGraphError, derived_schema, inputs_of, rule_levels
 from lakecep.sources import (
@@ -214,7 +215,7 @@ def validate(queries_dir: Path | str | None, sources_dir: Path | None) -> Report
         ids[query.id] = str(path)
         where_of[query.id] = where
         report.queries.append(query)
-    report.queries.sort(key=lambda q: q.id)
+    report.queries = with_rule_hashes(sorted(report.queries, key=lambda q: q.id))
     columns, problems = check_queries(report.queries, report.sources, where_of)
     report.columns = columns
     report.problems += problems

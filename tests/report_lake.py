@@ -97,7 +97,8 @@ def build_lake(home: Path, seed: int = 3) -> dict[str, pd.DataFrame]:
                 "detection_time": end + pd.Timedelta(minutes=5),
                 "detection_latency_ms": latency[i], "batch_id": i // 4,
                 # two matches a late event broke: not in the current answer
-                "superseded_version": 7 if (query == "rfid_abc" and i in (5, 6)) else None})
+                "superseded_version": 7 if (query == "rfid_abc" and i in (5, 6)) else None,
+                "rule_hash": f"{query[:4]}0123456789ab"})
     frames["gold.complex_events"] = pd.DataFrame(rows)
 
     reasons = (["malformed_json: Expecting value: line 1 column 1 (char 0)"] * 4
@@ -153,7 +154,8 @@ def build_lake(home: Path, seed: int = 3) -> dict[str, pd.DataFrame]:
                 "window_end": start + pd.Timedelta(hours=1), "window_id": w,
                 "aggregate": "avg_price", "value": 100.0 + w, "event_count": 10,
                 "revision": 1 + (w == 2), "emitted_at": start + pd.Timedelta(hours=1),
-                "batch_id": w, "detection_time": start + pd.Timedelta(hours=1)})
+                "batch_id": w, "detection_time": start + pd.Timedelta(hours=1),
+                "rule_hash": "0123456789abcdef"})
     frames["gold.window_outputs"] = pd.DataFrame(windows)
 
     for name, frame in frames.items():

@@ -53,6 +53,9 @@ def test_gold_patterns_late_events_and_exactly_once(spark, local) -> None:  # no
     abc = first[("rfid_abc", ("e1", "e2", "e3"))]
     assert abc.partition_key == "t1" and abc.strategy == "batch"
     assert abc.measures["a_id"] == "e1" and abc.start_time == T0
+    hashes = {q.id: q.rule_hash for q in gold.load_queries()}
+    assert {r.rule_hash for r in first.values()} == set(hashes.values())  # the definitions
+    assert all(r.rule_hash == hashes[q] for (q, _), r in first.items())
     transit = first[("rfid_transit", ("e10", "e1", "e2"))]
     assert transit.strategy == "llaa" and transit.end_time == T0 + timedelta(hours=6)
     silver_version = LakeTable(spark, local, "silver.events").version()

@@ -63,31 +63,32 @@ DUPLICATES = [
 GOLD = [
     # query_id, query_version, match_id, partition_key, match_number, start_time, end_time,
     # measures, live_event_ids, archive_event_ids, history_version, strategy, probability,
-    # detection_time, detection_latency_ms, batch_id, superseded_version
+    # detection_time, detection_latency_ms, batch_id, superseded_version, rule_hash
     ("q1", "v1", "m1", "o1", 1, ts(1), ts(2), {"n": "2"}, ["e1", "e2"], [], 3, "batch", None,
-     ts(6), 10, 0, None),
+     ts(6), 10, 0, None, "h1"),
     ("q1", "v1", "m2", "o2", 2, ts(3), None, None, ["e3"], None, None, "lazy", 0.25, ts(6), 10,
-     0, None),
+     0, None, "h1"),
     # BROKEN: probability outside [0, 1]
     ("q2", "v1", "m1", "o1", 1, ts(1), ts(4), None, ["e1"], None, None, "lazy", 1.5, ts(6), 10,
-     0, None),
-    # BROKEN: (q1, m1) emitted twice -> 2 unexpected rows
+     0, None, "h2"),
+    # BROKEN: (q1, m1) emitted twice -> 2 unexpected rows; a row from an older release (no
+    # rule_hash)
     ("q1", "v1", "m1", "o1", 1, ts(1), ts(2), None, ["e1", "e2"], [], 3, "batch", None,
-     ts(7), 20, 1, 5),
+     ts(7), 20, 1, 5, None),
 ]
 # The other gold tables: rows as their jobs write them (the suites must pass on them) ...
 PROBABILISTIC = [
     ("u1", "v1", "m1", "o1", ["A", "B"], ["e1", "e2"], 0.75, ts(1), ts(3), {"n": "2"}, "dp",
-     None, 3, 0, ts(6)),
+     None, 3, 0, ts(6), "h3"),
     # a partition that could not be evaluated: no probability, no bounds
     ("u1", "v1", "m2", "o2", [], [], None, None, None, None, "dp", "pmf does not fit", 3, 0,
-     ts(6)),
+     ts(6), "h3"),
 ]
 ALERTS = [
     # alert_id, query_id, query_version, partition_key, start_time, end_time, measures,
-    # batch_id, created_time, delivered_time, attempts, last_error
-    ("m1", "q1", "v1", "o1", ts(1), ts(2), {"n": "2"}, 0, ts(3), ts(3), 1, None),
-    ("m9", "q1", "v1", "o2", ts(1), ts(2), {"n": "1"}, 1, ts(4), None, 2, "HTTP 503"),
+    # batch_id, created_time, delivered_time, attempts, last_error, rule_hash
+    ("m1", "q1", "v1", "o1", ts(1), ts(2), {"n": "2"}, 0, ts(3), ts(3), 1, None, "h1"),
+    ("m9", "q1", "v1", "o2", ts(1), ts(2), {"n": "1"}, 1, ts(4), None, 2, "HTTP 503", "h1"),
 ]
 RULE_RUNS = [
     # query_id, fingerprint, batch_id, from_version, to_version, bootstrap, changes,
@@ -102,8 +103,8 @@ ALERT_SNAPSHOTS = [
     ("m1", "q1", "o1", "e1", "o1", "read", "B", ts(1), ts(1), {}, "match", 3, 0, ts(3)),
 ]
 WINDOW_OUTPUTS = [
-    ("w1", "v1", "o1", "time", ts(0), ts(10), 0, "count", 2.0, 2, 0, ts(10), 0, ts(11)),
-    ("w1", "v1", "o1", "time", ts(0), ts(10), 0, "count", 3.0, 3, 1, ts(12), 1, ts(13)),
+    ("w1", "v1", "o1", "time", ts(0), ts(10), 0, "count", 2.0, 2, 0, ts(10), 0, ts(11), "h4"),
+    ("w1", "v1", "o1", "time", ts(0), ts(10), 0, "count", 3.0, 3, 1, ts(12), 1, ts(13), "h4"),
 ]
 WINDOW_STATE = [
     ("w1", "f1", -1, 1, '{"watermark": 10}', None, ts(13)),

@@ -204,11 +204,12 @@ def test_window_queries_in_gold_equal_recomputation(spark, settings, tmp_path: P
     # the late readings made corrections (time windows) and late samples (sampler)
     corrected = outputs.read().where("query_id = 'sliding' AND revision > 0").count()
     assert corrected > 0
-    kinds = {r.query_id: (r.window_kind, r.query_version) for r in
-             outputs.read().select("query_id", "window_kind", "query_version").distinct()
-             .collect()}
-    assert kinds == {"sampled": ("sample", "1"), "sliding": ("time", "3"),
-                     "counted": ("count", "1")}
+    kinds = {r.query_id: (r.window_kind, r.query_version, r.rule_hash) for r in
+             outputs.read().select("query_id", "window_kind", "query_version", "rule_hash")
+             .distinct().collect()}
+    assert kinds == {"sampled": ("sample", "1", queries["sampled"].rule_hash),
+                     "sliding": ("time", "3", queries["sliding"].rule_hash),
+                     "counted": ("count", "1", queries["counted"].rule_hash)}
 
     # newest revision of each time / count window = plain pandas over all the events
     events = pd.DataFrame([e for batch in batches for e in batch])

@@ -23,7 +23,8 @@ def webhook() -> Iterator[Webhook]:
 
 
 def _alert(n: int) -> dict:
-    return {"alert_id": f"m{n}", "query_id": "q", "query_version": "1", "partition_key": "t1",
+    return {"alert_id": f"m{n}", "query_id": "q", "query_version": "1",
+            "rule_hash": "0123456789abcdef", "partition_key": "t1",
             "start_time": datetime(2026, 1, 1, n), "end_time": None,
             "measures": {"a_id": f"e{n}"}, "batch_id": 3, "attempts": 0}
 
@@ -35,7 +36,8 @@ def test_each_alert_is_one_post_with_its_idempotency_key(webhook: Webhook) -> No
                        Delivery("m3", True)]
     assert [key for key, _ in webhook.requests] == ["m1", "m2", "m3"]
     assert webhook.requests[0][1] == {
-        "alert_id": "m1", "query_id": "q", "query_version": "1", "partition_key": "t1",
+        "alert_id": "m1", "query_id": "q", "query_version": "1",
+        "rule_hash": "0123456789abcdef", "partition_key": "t1",
         "start_time": "2026-01-01T01:00:00", "end_time": None, "measures": {"a_id": "e1"},
         "batch_id": 3}                      # gold.alerts bookkeeping (attempts) is not sent
     assert body(_alert(1)) == body(dict(reversed(list(_alert(1).items()))))  # stable bytes

@@ -295,7 +295,8 @@ def test_latency_percentiles_equal_numpy(tmp_path: Path, latencies: list[int],
         "archive_event_ids": [[]] * len(values), "history_version": None, "strategy": None,
         "probability": None, "detection_time": now,
         "detection_latency_ms": pd.array(values, dtype="Int64"), "batch_id": 0,
-        "superseded_version": pd.array([None] * len(values), dtype="Int64")})
+        "superseded_version": pd.array([None] * len(values), dtype="Int64"),
+        "rule_hash": "0123456789abcdef"})
     write_table(home, "gold.complex_events", frame)
     report = build(load_settings({"LAKECEP_HOME": str(home)}))
     row = records(parse(report.path)["latency"]["tables"][0])["q"]

@@ -4,12 +4,20 @@ inputs rejected with the rules named, the ``input`` key, and `lakecep validate` 
 from __future__ import annotations
 
 import doctest
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 import lakecep.rules
-from lakecep.queries import PatternQuery, QueryDefinitionError, WindowQuery, load_query
+from lakecep.queries import (
+    PatternQuery,
+    QueryDefinitionError,
+    WindowQuery,
+    load_queries,
+    load_query,
+    rule_hash,
+)
 from lakecep.rules import RuleGraphError, chained, derived_schema, rule_levels, tainted_keys
 from lakecep.validation import validate
 
@@ -95,3 +103,64 @@ def test_validate_reports_a_cycle_at_each_input_and_checks_derived_columns(
     report = validate(tmp_path, None)
     assert [p.code for p in report.problems] == ["unknown_column"]
     assert "'rssi'" in report.problems[0].message
+
+
+# ---------------------------------------------------------------- rule_hash (docs/rules.md 2)
+
+
+def _write(folder: Path, name: str, text: str) -> None:
+    (folder / f"{name}.toml").write_text(text)
+
+
+def _hashes(folder: Path) -> dict[str, str]:
+    return {q.id: q.rule_hash for q in load_queries(folder)}
+
+
+def test_rule_hash_follows_the_definition_not_its_spelling_or_labels(tmp_path: Path) -> None:
+    base = Q.format("read")
+    first = _rule("a")
+    assert len(first.rule_hash) == 16 and first.rule_hash == rule_hash(first)
+    # spelling: whitespace, comments and keyword case print to the same tree
+    spelled = base.replace(" MEASURES", "\n  -- the ids\n  measures").replace("PATTERN", "pattern")
+    assert PatternQuery("a", "1", "", spelled).rule_hash == first.rule_hash
+    # labels and delivery: version, description, alert do not change results
+    assert PatternQuery("a", "7", "new words", base, alert=True).rule_hash == first.rule_hash
+    # every change of results does
+    changed = {
+        "define": PatternQuery("a", "1", "", Q.format("write")),
+        "id": PatternQuery("b", "1", "", base),
+        "attributes": PatternQuery("a", "1", "", base, attributes=(("price", "double"),)),
+        "inputs": PatternQuery("a", "1", "", base, inputs=("x",)),
+    }
+    hashes = {name: q.rule_hash for name, q in changed.items()}
+    assert first.rule_hash not in hashes.values() and len(set(hashes.values())) == 4
+    # a text that does not parse still hashes (validate reports it), by its words
+    assert (PatternQuery("a", "1", "", "SELECT nonsense (").rule_hash
+            == PatternQuery("a", "1", "", "SELECT   nonsense\n(").rule_hash)
+
+
+def test_window_rule_hash_ignores_the_order_of_aggregates() -> None:
+    def window(*aggregates: str, size: int = 5) -> WindowQuery:
+        return WindowQuery("w", "1", "", "temperature", aggregates,
+                           window=timedelta(minutes=size))
+
+    assert window("avg", "max").rule_hash == window("max", "avg").rule_hash
+    assert window("avg", "max").rule_hash != window("avg", "max", size=6).rule_hash
+    assert window("avg").rule_hash != window("avg", "max").rule_hash
+
+
+def test_a_change_upstream_is_a_new_version_downstream(tmp_path: Path) -> None:
+    _write(tmp_path, "a", f'id = "a"\nquery = """{Q.format("read")}"""\n')
+    _write(tmp_path, "b", f'id = "b"\ninput = "a"\nquery = """{Q.format("a")}"""\n')
+    _write(tmp_path, "c", f'id = "c"\nquery = """{Q.format("other")}"""\n')
+    before = _hashes(tmp_path)
+    assert before["b"] != PatternQuery("b", "1", "", Q.format("a"), inputs=("a",)).rule_hash
+    _write(tmp_path, "a", f'id = "a"\nversion = "9"\ndescription = "only words"\n'
+                          f'query = """{Q.format("read")}"""\n')
+    assert _hashes(tmp_path) == before              # labels change nothing, downstream too
+    _write(tmp_path, "a", f'id = "a"\nquery = """{Q.format("READ")}"""\n')
+    after = _hashes(tmp_path)
+    assert after["a"] != before["a"] and after["b"] != before["b"]
+    assert after["c"] == before["c"]                # not reachable from a
+    report = validate(tmp_path, None)
+    assert report.ok and {q.id: q.rule_hash for q in report.queries} == after
