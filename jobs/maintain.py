@@ -92,9 +92,10 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
         if name not in NOT_COMPACTED and small >= settings.compact_min_files:
             delta.optimize().executeCompaction()
             entry.update(compacted=True, files_after=_num_files(spark, table))
-        # the table's own deletedFileRetentionDuration (just set): no float-hours rounding
-        entry["files_vacuumed"] = spark.sql(f"VACUUM delta.`{table.path}` DRY RUN").count()
-        delta.vacuum()
+        # no RETAIN: the table's own deletedFileRetentionDuration (just set), exactly
+        vacuum = f"VACUUM delta.`{table.path}`"
+        entry["files_vacuumed"] = spark.sql(f"{vacuum} DRY RUN").count()
+        spark.sql(vacuum).collect()
         tables[name] = entry
         log(f"maintain: {name}: {files} files ({small} small) -> {entry['files_after']}"
             f"{' (compacted)' if entry['compacted'] else ''}; "
