@@ -322,6 +322,11 @@ def run(
                 f"no query {query!r} in {cfg.queries_dir or 'the shipped queries'}",
                 hint=f"the queries are {', '.join(known)} (`lakecep validate` lists them)",
                 code=console.NO_RETRY_EXIT)
+    if "maintain" in jobs:  # a retention shorter than a query's horizon: before Spark starts
+        from lakecep import maintenance
+        from lakecep.queries import load_queries
+
+        maintenance.check(cfg, maintenance.needs(load_queries(cfg.queries_dir), cfg))
     spark = _spark(cfg, f"lakecep-{name}")
     try:
         with console.progress(disable=json_out) as bar:

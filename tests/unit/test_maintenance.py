@@ -98,3 +98,17 @@ def test_retention_settings_are_validated_durations(tmp_path: Path) -> None:
         "delta.logRetentionDuration": "interval 90 minutes"}
     with pytest.raises(ConfigError, match="vacuum_retention"):
         load_settings({"LAKECEP_HOME": str(tmp_path), "LAKECEP_VACUUM_RETENTION": "a week"})
+
+
+def test_run_maintain_refuses_a_short_retention_before_spark_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lakecep.jobs.cli import main
+
+    monkeypatch.setenv("LAKECEP_HOME", str(tmp_path))
+    assert main(["--set", "vacuum_retention=2 days", "run", "maintain"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert ("vacuum_retention = '2 days' is shorter than the time travel rfid_abc needs on "
+            "silver.events: 7 days") in err
+    assert "set vacuum_retention to at least '7 days'" in err and "Traceback" not in err
+    assert not (tmp_path / "lake").exists()  # refused before anything ran
