@@ -33,6 +33,8 @@ from lakecep.config import ConfigError, Settings, load, parse_overrides, unknown
 JOBS = ("bronze", "silver", "optimize", "gold", "quality")
 #: Jobs of the tuning loop (the lakecep_tuning DAG), not part of ``run all``.
 TUNING_JOBS = ("statistics", "tune")
+#: Housekeeping (the daily lakecep_maintenance DAG): retention check, compaction, VACUUM.
+MAINTENANCE_JOBS = ("maintain",)
 
 
 class Job(Protocol):
@@ -43,13 +45,14 @@ class Job(Protocol):
 
 
 def job_runners() -> dict[str, Job]:
-    """Every job's ``run`` by name (:data:`JOBS` and :data:`TUNING_JOBS`). The job modules
-    are imported here, when a job runs, so that ``lakecep --help`` stays fast."""
-    from . import bronze, gold, optimize, quality, silver, statistics, tune
+    """Every job's ``run`` by name (:data:`JOBS`, :data:`TUNING_JOBS`,
+    :data:`MAINTENANCE_JOBS`). The job modules are imported here, when a job runs, so that
+    ``lakecep --help`` stays fast."""
+    from . import bronze, gold, maintain, optimize, quality, silver, statistics, tune
 
     return {"bronze": bronze.run, "silver": silver.run, "optimize": optimize.run,
             "gold": gold.run, "quality": quality.run, "statistics": statistics.run,
-            "tune": tune.run}
+            "tune": tune.run, "maintain": maintain.run}
 
 
 @dataclass
@@ -262,13 +265,15 @@ def generate(
 
 
 # --------------------------------------------------------------------------------- run
-JobName = StrEnum("JobName", {name: name for name in (*JOBS, *TUNING_JOBS, "all")})
+JobName = StrEnum("JobName", {name: name for name in (*JOBS, *TUNING_JOBS, *MAINTENANCE_JOBS,
+                                                     "all")})
 
 
 @app.command()
 def run(
     job: Annotated[JobName, typer.Argument(help="bronze, silver, optimize, gold, quality, all "
-                   "(those five in order); statistics, tune (the tuning loop)")],
+                   "(those five in order); statistics, tune (the tuning loop); maintain "
+                   "(retention check, compaction, VACUUM)")],
     run_id: Annotated[str | None, typer.Option(help="id recorded with quality results and "
                       "statistics (default: a timestamp)")] = None,
     continuous: Annotated[bool, _flag("--continuous", "processing-time trigger "
@@ -284,7 +289,9 @@ def run(
     Jobs are idempotent: re-running or restarting after a crash neither loses nor
     duplicates rows. `all` runs bronze, silver, optimize, gold, quality; the tuning loop
     runs statistics (measure silver and gold into gold.statistics) then tune (write the next
-    $LAKECEP_HOME/tuning/config-vN.json, which gold applies). Prints one summary table:
+    $LAKECEP_HOME/tuning/config-vN.json, which gold applies); maintain checks the Delta
+    retention against the queries' time-travel horizons, compacts small files and VACUUMs
+    every table (daily, docs/architecture.md "Housekeeping"). Prints one summary table:
     per job its output table, rows in, rows out, quarantined, duplicates and duration
     (--json: the same, with the Delta versions each job wrote).
     """
@@ -315,6 +322,11 @@ def run(
                 f"no query {query!r} in {cfg.queries_dir or 'the shipped queries'}",
                 hint=f"the queries are {', '.join(known)} (`lakecep validate` lists them)",
                 code=console.NO_RETRY_EXIT)
+    if "maintain" in jobs:  # a retention shorter than a query's horizon: before Spark starts
+        from lakecep import maintenance
+        from lakecep.queries import load_queries
+
+        maintenance.check(cfg, maintenance.needs(load_queries(cfg.queries_dir), cfg))
     spark = _spark(cfg, f"lakecep-{name}")
     try:
         with console.progress(disable=json_out) as bar:

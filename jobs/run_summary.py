@@ -140,6 +140,11 @@ def summarise(settings: Settings, job: str, result: object, seconds: float,
         rows_in, unit = len(tables), "tables"
         ok = bool(getattr(result, "success", True))
         note = f"{evaluated - failed}/{evaluated} expectations passed"
+    elif job == "maintain" and isinstance(result, dict):
+        rows_in, unit = len(result.get("tables", {})), "tables"
+        compacted = result.get("compacted", [])
+        note = (f"files {result.get('files_before')} -> {result.get('files_after')}, "
+                f"{len(compacted)} compacted, {result.get('files_vacuumed')} vacuumed")
     elif job == "statistics":
         rows_in, unit = getattr(result, "events", None), "events"
     elif job == "tune":

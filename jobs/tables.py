@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 #: Delta's defaults when a table sets no retention properties: how long its log entries
 #: (time travel) and its removed data files (until VACUUM deletes them) are kept.
+#: ``lakecep run maintain`` sets both on every table from the settings ``log_retention`` /
+#: ``vacuum_retention``, checked against the queries' horizons (:mod:`lakecep.maintenance`).
 DEFAULT_RETENTION = {"delta.logRetentionDuration": "interval 30 days",
                      "delta.deletedFileRetentionDuration": "interval 1 week"}
 _INTERVAL = re.compile(r"^\s*interval\s+(\d+(?:\.\d+)?)\s+(\w+?)s?\s*$", re.IGNORECASE)

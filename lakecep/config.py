@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -111,6 +112,25 @@ def _location(value: Any) -> Any:
     return value
 
 
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(second|minute|hour|day|week)s?\s*$",
+                       re.IGNORECASE)
+_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}
+
+
+def duration_seconds(text: str) -> float:
+    """``'7 days'`` -> ``604800.0`` (seconds, minutes, hours, days or weeks)."""
+    match = _DURATION.match(text)
+    if not match:
+        raise ValueError(f"{text!r} is not a duration like '7 days' or '12 hours'")
+    return float(match.group(1)) * _SECONDS[match.group(2).lower()]
+
+
+def _duration(value: Any) -> Any:
+    if isinstance(value, str):
+        duration_seconds(value)  # raises with the expected form
+    return value
+
+
 def _spark_conf(value: Any) -> Any:
     """``$LAKECEP_SPARK_CONF``: ``key=value`` lines (or a JSON object) -> a mapping; TOML
     numbers and booleans -> Spark's text (``true``, ``4``)."""
@@ -159,6 +179,8 @@ def redacted(conf: Mapping[str, str]) -> dict[str, str]:
 
 #: A folder or an object-store URI (``s3a://bucket/prefix``).
 Location = Annotated[str, BeforeValidator(_location)]
+#: A duration such as ``7 days`` or ``12 hours`` (:func:`duration_seconds`).
+Duration = Annotated[str, BeforeValidator(_duration)]
 #: Spark settings passed through unchanged (``spark.*`` keys only).
 SparkConf = Annotated[dict[str, str], BeforeValidator(_spark_conf)]
 
@@ -215,11 +237,28 @@ class Settings:
     #: RBuffer: how many of the newest silver events the gold job keeps in memory to
     #: serve recent archive ranges without reading Delta.
     rbuffer_rows: Positive = 200_000
-    #: The optimize job z-orders silver.events once this many files were appended since
-    #: its last OPTIMIZE.
+    #: The optimize job clusters silver.events once this many files were appended since
+    #: its last rewrite.
     optimize_min_files: Positive = 16
     #: Target rows per file when the optimize job rewrites silver.events.
     optimize_file_rows: Positive = 200_000
+    #: Housekeeping (``lakecep run maintain``, docs/architecture.md "Housekeeping"): how
+    #: long every lake table keeps the data files a newer version removed
+    #: (``delta.deletedFileRetentionDuration``, and VACUUM's RETAIN). Refused when shorter
+    #: than the time travel the configured queries need.
+    vacuum_retention: Duration = "7 days"
+    #: How long every lake table keeps its log entries (``delta.logRetentionDuration``:
+    #: how far back time travel can name a version); at least ``vacuum_retention``.
+    log_retention: Duration = "30 days"
+    #: The longest a stream may fall behind (the pipeline paused, a failed run not yet
+    #: fixed): streams read the versions after their checkpoint, whose files a compaction
+    #: may have removed, so retention must cover it.
+    max_stream_lag: Duration = "1 day"
+    #: The maintain job bin-packs (Delta OPTIMIZE) a table once it holds this many small
+    #: files (every table but silver.events, which the optimize job clusters).
+    compact_min_files: Positive = 16
+    #: A data file smaller than this many bytes counts as small.
+    compact_small_file_bytes: Positive = 32 * 1024 * 1024
     #: Live-archive queries keep the live pattern's partial matches in
     #: gold.partial_matches, hashed into this many buckets of join keys (changing it
     #: rebuilds the state from silver history).

@@ -178,13 +178,15 @@ def parsed(tmp_path_factory: pytest.TempPathFactory, base_env: dict[str, str]) -
 
 def test_no_import_errors(parsed: dict) -> None:
     assert parsed["import_errors"] == {}
-    assert set(parsed["dags"]) == {"lakecep_pipeline", "lakecep_demo", "lakecep_tuning"}
+    assert set(parsed["dags"]) == {"lakecep_pipeline", "lakecep_demo", "lakecep_tuning",
+                                   "lakecep_maintenance"}
 
 
 def test_shared_module_is_imported_not_parsed(parsed: dict) -> None:
     """lakecep_tasks.py is a plain module: .airflowignore keeps it out of the DAG files."""
     assert parsed["parsed_files"] == [
         "lakecep_demo.py",
+        "lakecep_maintenance.py",
         "lakecep_pipeline.py",
         "lakecep_tuning.py",
     ]
@@ -403,8 +405,24 @@ def test_tuning_tasks_run_their_jobs(parsed: dict) -> None:
     assert tasks["tune"]["runs_jobs"]["calls"] == [["tune", "scheduled__test"]]
 
 
+def test_maintenance_dag_runs_maintain_daily(parsed: dict) -> None:
+    dag = parsed["dags"]["lakecep_maintenance"]
+    assert Path(dag["fileloc"]).name == "lakecep_maintenance.py"
+    assert dag["tags"] == ["lakecep", "maintenance"]
+    assert (dag["catchup"], dag["max_active_runs"]) == (False, 1)
+    assert dag["inner_timetable_class"] == "CronTriggerTimetable"
+    assert (dag["schedule"], dag["schedule_timezone"]) == ("30 3 * * *", "UTC")
+    tasks = dag["tasks"]
+    assert set(tasks) == {"maintain"}
+    assert tasks["maintain"]["runs_jobs"]["calls"] == [["maintain", "scheduled__test"]]
+    assert tasks["maintain"]["outlets"] == []
+    for word in ("vacuum_retention", "max_stream_lag", "VACUUM", "OPTIMIZE",
+                 "compact_min_files", "Housekeeping"):
+        assert word in dag["doc_md"], word
+
+
 def test_retries_are_short(parsed: dict) -> None:
-    for dag_id in ("lakecep_pipeline", "lakecep_tuning"):
+    for dag_id in ("lakecep_pipeline", "lakecep_tuning", "lakecep_maintenance"):
         for task_id, task in parsed["dags"][dag_id]["tasks"].items():
             assert task["retries"] == 1, (dag_id, task_id)
             assert 0 < task["retry_delay"] <= 120, (dag_id, task_id)
@@ -413,9 +431,10 @@ def test_retries_are_short(parsed: dict) -> None:
 
 
 def test_parsing_imports_nothing_heavy(parsed: dict) -> None:
-    # All three DAG files (and lakecep_tasks) were really imported by this parse ...
+    # All four DAG files (and lakecep_tasks) were really imported by this parse ...
     assert parsed["parsed_files"] == [
         "lakecep_demo.py",
+        "lakecep_maintenance.py",
         "lakecep_pipeline.py",
         "lakecep_tuning.py",
     ]

@@ -176,10 +176,10 @@ def test_job_registry_has_every_job_with_one_signature() -> None:
     takes ``(spark, settings, *, run_id=None, continuous=False)``."""
     import inspect
 
-    from lakecep.jobs.cli import JOBS, TUNING_JOBS, job_runners
+    from lakecep.jobs.cli import JOBS, MAINTENANCE_JOBS, TUNING_JOBS, job_runners
 
     runners = job_runners()
-    assert set(runners) == {*JOBS, *TUNING_JOBS}
+    assert set(runners) == {*JOBS, *TUNING_JOBS, *MAINTENANCE_JOBS}
     for name, run in runners.items():
         params = inspect.signature(run).parameters
         assert list(params)[:2] == ["spark", "settings"], name
@@ -188,7 +188,7 @@ def test_job_registry_has_every_job_with_one_signature() -> None:
             assert params[keyword].default is default, (name, keyword)
         assert run.__module__ == f"lakecep.jobs.{name}", name
     # the command line accepts exactly these
-    assert [j.value for j in JobName] == [*JOBS, *TUNING_JOBS, "all"]
+    assert [j.value for j in JobName] == [*JOBS, *TUNING_JOBS, *MAINTENANCE_JOBS, "all"]
 
 
 def test_spark_errors_become_one_line_with_a_hint() -> None:
