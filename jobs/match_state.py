@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -202,7 +203,9 @@ def _frame(gold: pd.DataFrame | None, state_rows: list[dict[str, Any]]) -> pd.Da
         parts.append(rest)
     if not parts:
         return pd.DataFrame({n: pd.Series([], dtype=object) for n in names})
-    out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    with warnings.catch_warnings():  # all-NA columns of the state rows: no dtype wanted
+        warnings.simplefilter("ignore", FutureWarning)
+        out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     for name in names:
         if name not in out:
             out[name] = None

@@ -151,7 +151,7 @@ class Model:
         return {mid for mid, row in self.gold.items() if row["superseded"] is None}
 
 
-@settings(max_examples=60, deadline=None,  suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from([RFID_ABC, GREEDY]), reads, reads, reads, st.randoms(use_true_random=False),
        st.integers(min_value=1, max_value=6), st.sampled_from([1, 100]),
        st.floats(min_value=0, max_value=1), st.booleans())
