@@ -91,14 +91,18 @@ def main() -> int:
                            if (m := re.search(r"(\d+) history rows read", line)))
             else:  # the touched keys' rows at the pinned version (the recompute reads them)
                 after = silver_table.version()
-                new = silver_table.as_of(after).exceptAll(silver_table.as_of(before))
-                read = silver_table.as_of(after).join(
-                    new.select("object_id").distinct(), "object_id", "left_semi").count()
+                new = silver_table.as_of(after).select("event_id").exceptAll(
+                    silver_table.as_of(before).select("event_id"))
+                keys = silver_table.as_of(after).join(new, "event_id", "left_semi").select(
+                    "object_id").distinct()
+                read = silver_table.as_of(after).join(keys, "object_id", "left_semi").count()
             batches.append({"file": f.name, "gold_s": round(seconds, 3),
                             "history_rows_read": read, "silver_rows": history})
             print(f"{mode} {f.name}: gold {seconds:.1f}s, {read} history rows read, "
                   f"silver {history}", flush=True)
-        results[mode] = batches
+            results[mode] = batches
+            args.out.mkdir(parents=True, exist_ok=True)  # kept if a later batch fails
+            (args.out / "gold_batch_cost.partial.json").write_text(json.dumps(results))
     spark.stop()
 
     def median(mode: str, key: str) -> float:
@@ -122,6 +126,7 @@ def main() -> int:
            "summary": summary, "batches": results}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "gold_batch_cost.json").write_text(json.dumps(out, indent=1) + "\n")
+    (args.out / "gold_batch_cost.partial.json").unlink(missing_ok=True)
     print(json.dumps(summary, indent=1))
 
     import matplotlib
