@@ -39,6 +39,8 @@ def main() -> int:
     parser.add_argument("--lines-per-file", type=int, default=1000)
     parser.add_argument("--history", type=int, default=30, help="files landed as history")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--modes", default="incremental,recompute",
+                        help="run order (the second mode runs on a warmer session)")
     args = parser.parse_args()
 
     from lakecep.config import load_settings
@@ -62,7 +64,7 @@ def main() -> int:
     spark = get_spark("lakecep-gold-batch-cost", base)
     spark.range(1).collect()
     results: dict[str, list[dict[str, float]]] = {}
-    for mode in ("incremental", "recompute"):
+    for mode in args.modes.split(","):
         home = root / mode
         local = dataclasses.replace(base, home=home, queries_dir=str(queries),
                                     incremental_patterns=mode == "incremental")
