@@ -7,7 +7,7 @@ one partition at a time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -446,6 +446,12 @@ class Bound:
     # ------------------------------------------------------------------ outputs
     def find_matches(self, df: pd.DataFrame) -> list[Match]:
         work, positions, st, parts = self._partitions(df)
+        return self._matches(parts, positions, st)
+
+    def _matches(self, parts: Iterable[Partition], positions: np.ndarray,
+                 st: MatchState) -> list[Match]:
+        """The matches of ``parts`` (unmatched rows left out, excluded rows dropped) with
+        their measures; the general path and the compiled kernel's output share it."""
         names = self.q._variables
         out: list[Match] = []
         for part in parts:

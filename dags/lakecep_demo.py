@@ -9,11 +9,11 @@ right away (if unpaused).
 
 from __future__ import annotations
 
-import shlex
+from typing import Any
 
 from airflow.sdk import Param, dag, task
 
-from lakecep.dags.lakecep_tasks import DAG_DEFAULTS, LANDING_EVENTS, REPO_ROOT, lakecep_python
+from lakecep.dags.lakecep_tasks import DAG_DEFAULTS, LANDING_EVENTS, generate_landing
 
 
 @dag(
@@ -29,21 +29,15 @@ from lakecep.dags.lakecep_tasks import DAG_DEFAULTS, LANDING_EVENTS, REPO_ROOT, 
     **DAG_DEFAULTS,
 )
 def lakecep_demo() -> None:
-    @task.bash(task_id="generate", outlets=[LANDING_EVENTS], cwd=str(REPO_ROOT))
-    def generate(params: dict | None = None) -> str:
+    @task(task_id="generate", outlets=[LANDING_EVENTS],
+          doc_md="`lakecep generate --events N --seed S --json` in `$LAKECEP_HOME`: writes "
+                 "synthetic JSON-lines files to the landing folder (and the ground truth). "
+                 "Asset event: lines and files written, the landing folder.")
+    def generate(params: dict | None = None, outlet_events: Any = None) -> None:
         """Write landing files with ``lakecep generate --events N --seed S``."""
         params = params or {}
-        args = [
-            lakecep_python(),
-            "-m",
-            "lakecep.jobs.cli",
-            "generate",
-            "--events",
-            str(int(params.get("events", 2000))),
-            "--seed",
-            str(int(params.get("seed", 7))),
-        ]
-        return shlex.join(args)
+        extra = generate_landing(int(params.get("events", 2000)), int(params.get("seed", 7)))
+        outlet_events[LANDING_EVENTS].extra = extra
 
     generate()
 

@@ -40,6 +40,8 @@ pandas, numpy, scipy, cep_core, lakecep.jobs) is imported when Airflow parses th
 
 from __future__ import annotations
 
+from typing import Any
+
 from airflow.sdk import AssetOrTimeSchedule, CronTriggerTimetable, dag, task
 
 from lakecep.dags.lakecep_tasks import (
@@ -48,6 +50,7 @@ from lakecep.dags.lakecep_tasks import (
     SILVER_EVENTS,
     STATISTICS,
     TUNED_CONFIG,
+    publish,
     run_lakecep_job,
 )
 
@@ -69,15 +72,25 @@ def lakecep_tuning() -> None:
         task_id="statistics",
         inlets=[SILVER_EVENTS, GOLD_COMPLEX_EVENTS],
         outlets=[STATISTICS],
+        doc_md="`lakecep run statistics`: measures silver and gold per time window (arrival "
+               "rates with a dispersion test, selectivities, gaps, match ratio, cost per "
+               "stream) -> `gold.statistics`. Asset event: events measured, rows written, "
+               "versions.",
     )
-    def statistics(run_id: str | None = None) -> None:
+    def statistics(run_id: str | None = None, outlet_events: Any = None) -> None:
         """Silver + gold -> gold.statistics (rates, selectivities, gaps, match ratio, costs)."""
-        run_lakecep_job("statistics", run_id or "manual")
+        summary = run_lakecep_job("statistics", run_id or "manual")
+        publish(outlet_events, STATISTICS, summary)
 
-    @task(task_id="tune", inlets=[STATISTICS], outlets=[TUNED_CONFIG])
-    def tune(run_id: str | None = None) -> None:
+    @task(task_id="tune", inlets=[STATISTICS], outlets=[TUNED_CONFIG],
+          doc_md="`lakecep run tune`: computes the allocation from the newest statistics, "
+                 "checks it with the simulator, writes `tuning/config-vN.json` (applied by "
+                 "the next gold run) and `gold.allocations`. Asset event: rows written, "
+                 "versions, the config version in `note`.")
+    def tune(run_id: str | None = None, outlet_events: Any = None) -> None:
         """gold.statistics -> allocation -> tuning/config-vN.json and gold.allocations."""
-        run_lakecep_job("tune", run_id or "manual")
+        summary = run_lakecep_job("tune", run_id or "manual")
+        publish(outlet_events, TUNED_CONFIG, summary)
 
     statistics() >> tune()
 

@@ -275,6 +275,9 @@ def run(
                           "(settings.trigger_interval) until stopped")] = False,
     json_out: Annotated[bool, _flag("--json", "print the run summary as "
                         "JSON")] = False,
+    query: Annotated[str | None, typer.Option(metavar="QUERY_ID", help="gold only: run just "
+                     "this query, as its own stream (own checkpoint; one Airflow task per "
+                     "query)")] = None,
 ) -> int:
     """Run a job on what has landed and exit (availableNow), or keep running (--continuous).
 
@@ -282,7 +285,8 @@ def run(
     duplicates rows. `all` runs bronze, silver, optimize, gold, quality; the tuning loop
     runs statistics (measure silver and gold into gold.statistics) then tune (write the next
     $LAKECEP_HOME/tuning/config-vN.json, which gold applies). Prints one summary table:
-    per job its output table, rows in, rows out, quarantined, duplicates and duration.
+    per job its output table, rows in, rows out, quarantined, duplicates and duration
+    (--json: the same, with the Delta versions each job wrote).
     """
     from . import run_summary, streaming
 
@@ -295,11 +299,22 @@ def run(
     started = time.monotonic()
     if continuous:  # a long run: the full JIT pays for its compile time within minutes
         cfg = dataclasses.replace(cfg, spark_quick_start=False)
+    if query is not None and name != "gold":
+        raise typer.BadParameter(f"--query selects a gold query; it does not apply to {name!r}"
+                                 " (use: lakecep run gold --query QUERY_ID)",
+                                 param_hint="--query")
     if "gold" in jobs:  # a bad query or source stops the run before Spark starts
         from lakecep.sources import sources_dir
         from lakecep.validation import validate as check
 
-        check(cfg.queries_dir, sources_dir(cfg)).raise_for_problems()
+        report = check(cfg.queries_dir, sources_dir(cfg))
+        report.raise_for_problems()
+        known = [q.id for q in report.queries]
+        if query is not None and query not in known:
+            raise console.Failure(
+                f"no query {query!r} in {cfg.queries_dir or 'the shipped queries'}",
+                hint=f"the queries are {', '.join(known)} (`lakecep validate` lists them)",
+                code=console.NO_RETRY_EXIT)
     spark = _spark(cfg, f"lakecep-{name}")
     try:
         with console.progress(disable=json_out) as bar:
@@ -322,7 +337,14 @@ def run(
                 if not bar.live.is_started:
                     print(f"==> {stage}", file=sys.stderr, flush=True)
                 with streaming.reporting(log=on_log, batch=on_batch):
-                    result = runners[stage](spark, cfg, run_id=run_id, continuous=continuous)
+                    if query is not None:  # gold only (checked above)
+                        from . import gold
+
+                        result = gold.run(spark, cfg, run_id=run_id, continuous=continuous,
+                                          query_id=query)
+                    else:
+                        result = runners[stage](spark, cfg, run_id=run_id,
+                                                continuous=continuous)
                 seconds = time.monotonic() - stage_started
                 rows.append(run_summary.summarise(cfg, stage, result, seconds, before))
                 bar.remove_task(task)
@@ -338,7 +360,7 @@ def run(
                 [r.as_dict() for r in rows],
                 title=f"run {name} ({run_id}) in {time.monotonic() - started:.1f}s"))
     if json_out:
-        console.emit_json({"job": name, "run_id": run_id,
+        console.emit_json({"job": name, "run_id": run_id, "query": query,
                            "seconds": round(time.monotonic() - started, 2),
                            "ok": all(r.ok for r in rows), "jobs": [r.as_dict() for r in rows]})
     return 0

@@ -56,6 +56,14 @@ from .tables import LakeTable, engine_columns
 QUERY = "gold_complex_events"
 
 
+def stream_name(query_id: str | None = None) -> str:
+    """The gold stream's name (its checkpoint folder and writer id): ``gold_complex_events``
+    runs every query; ``gold_complex_events__<query id>`` one query (``lakecep run gold
+    --query``, one Airflow task per query), with its own checkpoint, so per-query runs are
+    independent of each other and each exactly once (docs/airflow.md)."""
+    return QUERY if query_id is None else f"{QUERY}__{query_id}"
+
+
 @dataclass
 class Detection:
     """One batch's gold rows and, per live-archive query, its archive-access record and
@@ -81,18 +89,43 @@ class Detection:
     merge: Any = None
 
 
+#: What a per-query checkpoint takes from the checkpoint of every query (not the writer id:
+#: each stream writes with its own Delta ``txnAppId``).
+SEEDED = ("metadata", "offsets", "commits", "sources")
+
+
+def seed_checkpoint(settings: Settings, stream: str) -> bool:
+    """Migration to per-query streams: a per-query stream's first run starts from the
+    progress of the stream of every query, when the lake has one, instead of re-reading
+    all of silver. Returns whether it did."""
+    import shutil
+
+    target, shared = settings.checkpoint(stream), settings.checkpoint(QUERY)
+    if (target / "offsets").exists() or not (shared / "offsets").is_dir():
+        return False
+    target.mkdir(parents=True, exist_ok=True)
+    for name in SEEDED:
+        source = shared / name
+        if source.is_dir():
+            shutil.copytree(source, target / name, dirs_exist_ok=True)
+        elif source.is_file():
+            shutil.copy2(source, target / name)
+    return True
+
+
 def detect(spark, queries: Sequence[QueryDefinition], new_events, history, version: int,  # noqa: ANN001, PLR0913
            batch_id: int, detected: datetime, settings: Settings, strategy: str = "",
            rbuffer: RecentBuffer | None = None,
            tuned: dict[str, Any] | None = None,
            plans: AcquisitionPlans | None = None,
-           incremental: dict[str, str] | None = None) -> Detection:
+           incremental: dict[str, str] | None = None, stream: str | None = None) -> Detection:
     """Gold rows of every query for one batch of ``new_events`` over ``history`` (silver
     at the pinned ``version``). ``strategy`` overrides the live-archive queries' own;
     ``tuned`` is the tuned configuration in force (``lakecep.tuning``); ``plans`` the
     acquisition plans kept across batches (re-planned when the statistics run changes);
     ``incremental``: pattern query id -> key column of the queries that keep partial-match
     state (:mod:`~lakecep.jobs.match_state`; the others recompute touched keys' history).
+    ``stream`` the gold stream's name (:func:`stream_name`, for the window state).
 
     Keys are hashed into buckets; each bucket is one engine call. With a tuned
     configuration each query's work runs in its FAIR scheduler pool (its rows are
@@ -152,7 +185,7 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
     context.setLocalProperty("spark.scheduler.pool", None)
     windows = [q for q in queries if isinstance(q, WindowQuery)]
     if windows:
-        found.windows = window_steps(spark, settings, windows, new_events, batch_id)
+        found.windows = window_steps(spark, settings, windows, new_events, batch_id, stream)
     def union(frames: list[Any]):  # noqa: ANN202
         if not frames:
             return spark.createDataFrame([], GOLD_DDL)
@@ -250,7 +283,11 @@ def supersede(spark, settings: Settings, rows, recomputed: list[tuple[str, list[
 
 
 def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
-        continuous: bool = False, queries: Sequence[QueryDefinition] | None = None) -> StreamRun:
+        continuous: bool = False, queries: Sequence[QueryDefinition] | None = None,
+        query_id: str | None = None) -> StreamRun:
+    """Run gold over the new silver rows. ``query_id``: only that query, as its own stream
+    (:func:`stream_name`: own checkpoint and writer id; the other queries' stored state is
+    left alone)."""
     del run_id  # a stream: its checkpoint, not a run id, says what was processed
     # Fail fast on a bad query or source, before any table is touched or data moves: the
     # same pure-Python check as `lakecep validate` (lakecep.validation), one line per problem.
@@ -265,27 +302,46 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
         if problems:
             raise ValidationError(problems)
     chained = rules.chained(queries)   # rules over other rules' outputs (docs/rules.md)
+    levels = rules.rule_levels(list(queries)) if chained else {}
+    only: list[str] | None = None
+    if query_id is not None:
+        known = [q.id for q in queries]
+        if query_id not in known:
+            raise ValueError(f"gold --query {query_id!r}: no such query; the queries are "
+                             f"{', '.join(known)}")
+        only = [query_id]
+        chained = [q for q in chained if q.id == query_id]
+        queries = [q for q in queries if q.id == query_id]
+    stream = stream_name(query_id)
+    if query_id is not None and seed_checkpoint(settings, stream):
+        log(f"{stream}: new per-query checkpoint, seeded from {QUERY}'s (it continues where "
+            "the stream of every query stopped; docs/airflow.md, 'One task per query')")
+    per_query = sorted(p.name for p in settings.checkpoints.glob(f"{QUERY}__*"))
+    if query_id is None and per_query:
+        log(f"{stream}: warning: this lake's gold also runs per query ({', '.join(per_query)}"
+            "): this stream re-reads what they processed; window queries would append their "
+            "outputs again (docs/airflow.md, 'One task per query')")
     queries = with_source_attributes([q for q in queries if q not in chained], sources)
     silver = LakeTable(spark, settings, "silver.events").ensure()
     added = LakeTable(spark, settings, "gold.complex_events").ensure().upgrade()
     if added:
-        log(f"{QUERY}: gold.complex_events from an older release: added {', '.join(added)}")
-    log(f"{QUERY}: queries {', '.join(f'{q.id} v{q.version}' for q in queries)}")
+        log(f"{stream}: gold.complex_events from an older release: added {', '.join(added)}")
+    log(f"{stream}: queries {', '.join(f'{q.id} v{q.version}' for q in queries)}")
     tuned = load_latest(settings)
     max_files = settings.max_files_per_trigger
     if tuned is None:
-        log(f"{QUERY}: no tuned configuration in {settings.tuning_dir} (or tuning_apply is "
+        log(f"{stream}: no tuned configuration in {settings.tuning_dir} (or tuning_apply is "
             "off): settings as configured")
     else:
         max_files = int(tuned["gold"]["max_files_per_trigger"])
-        log(f"{QUERY}: tuned configuration v{tuned['version']} (statistics run "
+        log(f"{stream}: tuned configuration v{tuned['version']} (statistics run "
             f"{tuned['statistics_run']}): {max_files} files per trigger; "
             + log_pools(spark, tuned))
     live_archive = [q for q in queries if isinstance(q, LiveArchiveQuery)]
     if live_archive:
         names = ", ".join(f"{q.id}: {settings.live_archive_strategy or q.strategy}"
                           for q in live_archive)
-        log(f"{QUERY}: live-archive strategies {names}; RBuffer {settings.rbuffer_rows} rows")
+        log(f"{stream}: live-archive strategies {names}; RBuffer {settings.rbuffer_rows} rows")
     rbuffer = RecentBuffer(settings.rbuffer_rows) if live_archive else None
     plans = AcquisitionPlans()
     columns = engine_columns(queries)
@@ -297,24 +353,24 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
             if key is not None:
                 incremental[q.id] = key
     if incremental:
-        log(f"{QUERY}: incremental pattern queries (partial matches in gold.partial_matches,"
+        log(f"{stream}: incremental pattern queries (partial matches in gold.partial_matches,"
             f" history read only for late keys): {', '.join(sorted(incremental))}")
     LakeTable(spark, settings, "gold.partial_matches").ensure().upgrade()
     stale = drop_stale(spark, settings, live_archive, {
         q.id: pattern_fingerprint(q, settings) for q in queries
-        if isinstance(q, PatternQuery) and q.id in incremental})
+        if isinstance(q, PatternQuery) and q.id in incremental}, only=only)
     if stale:
-        log(f"{QUERY}: dropped the stored partial matches of {stale} changed or removed "
+        log(f"{stream}: dropped the stored partial matches of {stale} changed or removed "
             "live-archive queries (their keys are replayed from silver history)")
     windows = [q for q in queries if isinstance(q, WindowQuery)]
-    stale = drop_stale_windows(spark, settings, windows)
+    stale = drop_stale_windows(spark, settings, windows, stream, only=only)
     if stale:
-        log(f"{QUERY}: dropped the stored window state of {stale} changed or removed window "
+        log(f"{stream}: dropped the stored window state of {stale} changed or removed window "
             "queries (they start with empty windows)")
     check_window_columns(silver.read().select(*columns).columns, windows)
     if live_archive:
         check_live_columns(silver.read().select(*columns).schema, live_archive)
-        log(f"{QUERY}: partial matches in {settings.partial_match_buckets} buckets, "
+        log(f"{stream}: partial matches in {settings.partial_match_buckets} buckets, "
             f"{settings.partial_match_capacity} keys in memory per bucket, "
             f"{settings.partial_match_policy.upper()} spilling")
 
@@ -322,18 +378,17 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
     if alert_ids:
         if settings.alert_webhook:
             check_url(settings.alert_webhook)
-        log(f"{QUERY}: alerts of {', '.join(alert_ids)} to gold.alerts"
+        log(f"{stream}: alerts of {', '.join(alert_ids)} to gold.alerts"
             + (f" and {settings.alert_webhook}" if settings.alert_webhook else ""))
     if chained:
         if gold_chain.enable_change_feed(spark, settings):
-            log(f"{QUERY}: turned on gold.complex_events' change data feed (chained rules "
+            log(f"{stream}: turned on gold.complex_events' change data feed (chained rules "
                 "read their inputs' changes from it)")
-        levels = rules.rule_levels([*queries, *chained])
-        log(f"{QUERY}: chained rules " + ", ".join(
+        log(f"{stream}: chained rules " + ", ".join(
             f"{q.id} (level {levels[q.id]}, input {', '.join(q.inputs)})" for q in chained))
     horizons = {q.id: q.snapshot.horizon for q in snapshots.snapshot_queries(queries)}
     for warning in snapshots.retention_warnings(silver, horizons):
-        log(f"{QUERY}: warning: {warning}")
+        log(f"{stream}: warning: {warning}")
 
     def send_alerts(new: int, batch_id: int, detected: datetime, history,  # noqa: ANN001
                     version: int) -> None:
@@ -345,9 +400,9 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                                         detected)
         if taken or pending:
             note += f"; snapshots: {taken} written, {pending} pending"
-        log(f"{QUERY}: batch {batch_id}: {new} new alerts{note}")
+        log(f"{stream}: batch {batch_id}: {new} new alerts{note}")
 
-    writer = writer_id(settings, QUERY)  # txnAppId of the access record's append
+    writer = writer_id(settings, stream)  # txnAppId of the access record's append
 
     def write_chained(rows, recomputed: list[tuple[str, list[str]]],  # noqa: ANN001
                       version: int) -> tuple[int, int]:
@@ -370,7 +425,7 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
             rbuffer.update(history, version, batch, columns)
         found = detect(spark, queries, batch, history, version, batch_id, detected, settings,
                        strategy=settings.live_archive_strategy, rbuffer=rbuffer, tuned=tuned,
-                       plans=plans, incremental=incremental)
+                       plans=plans, incremental=incremental, stream=stream)
         rows = found.rows.persist()
         try:
             counts = dict(rows.groupBy("query_id").count().collect())
@@ -390,11 +445,11 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                 supersede_pending(spark, settings, step.supersede, step.query.id, version)
                 superseded += len(step.supersede)
             if superseded or restored:
-                log(f"{QUERY}: batch {batch_id}: {superseded} complex events superseded "
+                log(f"{stream}: batch {batch_id}: {superseded} complex events superseded "
                     f"(late events broke them), {restored} current again")
             for run in gold_chain.run_chained(spark, settings, chained, batch_id, detected,
                                               writer, write_chained):
-                log(f"{QUERY}: batch {batch_id}: {run['query_id']}: {run['keys_recomputed']} "
+                log(f"{stream}: batch {batch_id}: {run['query_id']}: {run['keys_recomputed']} "
                     f"keys recomputed (tainted by {run['changes']} input changes"
                     f"{', bootstrap: every key' if run['bootstrap'] else ''}) of "
                     f"{run['keys_total']}; {run['complex_events']} complex events, "
@@ -403,7 +458,7 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                 send_alerts(new_alerts, batch_id, detected, history, version)
             for query, prob_rows, touched in found.probabilistic:
                 merge_probabilistic(spark, settings, query, prob_rows, touched)
-                log(f"{QUERY}: batch {batch_id}: {query.id}: probabilistic events of "
+                log(f"{stream}: batch {batch_id}: {query.id}: probabilistic events of "
                     f"{len(touched)} partition keys recomputed ({query.method})")
             window_rows = commit_windows(spark, settings, found.windows, batch_id, detected)
             steps = found.windows
@@ -412,17 +467,17 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                 mark = datetime.fromtimestamp(steps.watermarks[query_id] / 1e6, UTC)
                 hint = (" (a larger allowed_lateness in the query file keeps them)"
                         if stats["late_dropped"] else "")
-                log(f"{QUERY}: batch {batch_id}: {query_id}: {stats['events']} events "
+                log(f"{stream}: batch {batch_id}: {query_id}: {stats['events']} events "
                     f"inserted, {stats['late_dropped']} too late (dropped){hint}, "
                     f"{stats['rows']} window rows ({stats['corrections']} corrections); "
                     f"watermark {mark.isoformat()}")
             if steps:
-                log(f"{QUERY}: batch {batch_id}: {window_rows} rows to gold.window_outputs")
+                log(f"{stream}: batch {batch_id}: {window_rows} rows to gold.window_outputs")
             for pstep in found.pattern_steps:  # after gold: a crash in between replays
                 expired = save_pattern_state(spark, settings, pstep, batch_id, version,
                                              detected)
                 st = pstep.stats
-                log(f"{QUERY}: batch {batch_id}: {pstep.query.id}: {st['keys']} keys "
+                log(f"{stream}: batch {batch_id}: {pstep.query.id}: {st['keys']} keys "
                     f"({st['new_keys']} new, {st['replayed']} replayed from history), "
                     f"{st['batch_rows']} new rows, {st['history_rows']} history rows read; "
                     f"{st['final']} final and {st['provisional']} provisional matches, "
@@ -431,7 +486,7 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                 save_state(spark, settings, query, step, batch_id, version, detected)
             for record in found.access:
                 record["complex_events"] = int(counts.get(record["query_id"], 0))
-                log(f"{QUERY}: batch {batch_id}: {record['query_id']}: {record['strategy']} "
+                log(f"{stream}: batch {batch_id}: {record['query_id']}: {record['strategy']} "
                     f"({record['reason']}); {record['live_matches']} live matches, "
                     f"{record['loads']} loads ({record['buffer_loads']} from RBuffer), "
                     f"{record['rows_loaded']} rows loaded, Delta files "
@@ -442,7 +497,7 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                     f"spilled, {record['replayed_keys']} keys replayed from history")
             record_access(spark, settings, found.access, detected, writer)
             for record in found.plans:
-                log(f"{QUERY}: batch {batch_id}: {record['query_id']}: acquisition "
+                log(f"{stream}: batch {batch_id}: {record['query_id']}: acquisition "
                     f"{record['acquisition']} {record['plan']} (statistics run "
                     f"{record['statistics_run_id']}, replanned {record['replanned']}): "
                     f"{record['rows_read']} rows read (predicted "
@@ -450,10 +505,10 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                     f"{record['delta_files_read']}/{record['delta_files_total']}, "
                     f"{record['complex_events']} complex events")
             record_plans(spark, settings, found.plans, detected)
-            log(f"{QUERY}: batch {batch_id}: {sum(counts.values())} complex events detected "
+            log(f"{stream}: batch {batch_id}: {sum(counts.values())} complex events detected "
                 f"(silver history pinned at version {version})")
         finally:
             rows.unpersist()
 
     writer = silver.stream(max_files).writeStream.foreachBatch(each_batch)
-    return run_stream(writer, settings, QUERY, continuous=continuous)
+    return run_stream(writer, settings, stream, continuous=continuous)

@@ -71,10 +71,11 @@ def fingerprint(query: WindowQuery, settings: Settings, writer: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def gold_writer(settings: Settings) -> str:
+def gold_writer(settings: Settings, stream: str | None = None) -> str:
+    """The writer id of the gold stream ``stream`` (default: the stream of every query)."""
     from .gold import QUERY
 
-    return writer_id(settings, QUERY)
+    return writer_id(settings, stream or QUERY)
 
 
 def new_operator(query: WindowQuery, watermark: int | None):  # noqa: ANN201
@@ -165,6 +166,8 @@ class WindowSteps:
     previous: dict[str, int | None]
     watermarks: dict[str, int]
     stats: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: the gold stream's writer id (its checkpoint's): txnAppId of the output appends
+    writer: str = ""
 
 
 def stored_state(spark, settings: Settings, fingerprints: dict[str, str], batch_id: int,  # noqa: ANN001
@@ -197,7 +200,7 @@ def stored_state(spark, settings: Settings, fingerprints: dict[str, str], batch_
 
 
 def window_steps(spark, settings: Settings, queries: Sequence[WindowQuery], new_events,  # noqa: ANN001
-                 batch_id: int) -> WindowSteps:
+                 batch_id: int, stream: str | None = None) -> WindowSteps:
     """Every window query's step for one micro-batch (``new_events``: the batch's silver
     rows with the engine columns), in one pandas call per (query, bucket): computed and
     checkpointed, nothing written yet."""
@@ -205,7 +208,7 @@ def window_steps(spark, settings: Settings, queries: Sequence[WindowQuery], new_
 
     from pyspark.sql import functions as F
 
-    writer = gold_writer(settings)
+    writer = gold_writer(settings, stream)
     by_id = {q.id: q for q in queries}
     fingerprints = {q.id: fingerprint(q, settings, writer) for q in queries}
     previous, state_in = stored_state(spark, settings, fingerprints, batch_id)
@@ -242,7 +245,7 @@ def window_steps(spark, settings: Settings, queries: Sequence[WindowQuery], new_
     for r in out.where(F.col("kind") == "stats").select("query_id", "stats").collect():
         for name, value in json.loads(r.stats).items():
             stats[r.query_id][name] += int(value)
-    return WindowSteps(list(queries), fingerprints, out, previous, watermarks, stats)
+    return WindowSteps(list(queries), fingerprints, out, previous, watermarks, stats, writer)
 
 
 def output_rows(steps: WindowSteps, batch_id: int, detected: datetime):  # noqa: ANN201
@@ -274,7 +277,7 @@ def commit_windows(spark, settings: Settings, steps: WindowSteps | None, batch_i
     outputs = LakeTable(spark, settings, OUTPUTS).ensure()
     if rows:
         outputs.append(output_rows(steps, batch_id, detected),
-                       f"{gold_writer(settings)}:window_outputs", batch_id)
+                       f"{steps.writer or gold_writer(settings)}:window_outputs", batch_id)
     table = LakeTable(spark, settings, STATE).ensure()
     marks = [(q.id, -1, json.dumps({"watermark": steps.watermarks[q.id]}),
               None if steps.previous[q.id] is None
@@ -293,10 +296,12 @@ def commit_windows(spark, settings: Settings, steps: WindowSteps | None, batch_i
     return rows
 
 
-def drop_stale(spark, settings: Settings, queries: Sequence[WindowQuery]) -> int:  # noqa: ANN001
+def drop_stale(spark, settings: Settings, queries: Sequence[WindowQuery],  # noqa: ANN001
+               stream: str | None = None, only: Sequence[str] | None = None) -> int:
     """Delete state rows no current window query can use (another fingerprint: a changed
     query, bucket count or gold checkpoint; or a query that is gone); returns how many
-    query ids had stale rows. Such a query starts with empty windows (docs/windows.md)."""
-    writer = gold_writer(settings)
+    query ids had stale rows. Such a query starts with empty windows (docs/windows.md).
+    ``only``: look at these query ids' rows only (a per-query gold run, ``stream``)."""
+    writer = gold_writer(settings, stream)
     return LakeTable(spark, settings, STATE).drop_other_fingerprints(
-        {q.id: fingerprint(q, settings, writer) for q in queries})
+        {q.id: fingerprint(q, settings, writer) for q in queries}, only=only)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -224,9 +224,12 @@ def save_state(spark, settings: Settings, query: LiveArchiveQuery, step: LiveSte
 
 
 def drop_stale(spark, settings: Settings, queries: list[LiveArchiveQuery],  # noqa: ANN001
-               valid: dict[str, str] | None = None) -> int:
+               valid: dict[str, str] | None = None,
+               only: Sequence[str] | None = None) -> int:
     """Delete state rows no current query can use (other fingerprint, or a query that is
     gone); ``valid``: the other queries' fingerprints (pattern queries' state, see
-    :mod:`~lakecep.jobs.match_state`). Returns how many query ids had stale rows."""
+    :mod:`~lakecep.jobs.match_state`). Returns how many query ids had stale rows.
+    ``only``: look at these query ids' rows only (a per-query gold run leaves the other
+    queries' state alone)."""
     return LakeTable(spark, settings, TABLE).drop_other_fingerprints(
-        {**(valid or {}), **{q.id: fingerprint(q, settings) for q in queries}})
+        {**(valid or {}), **{q.id: fingerprint(q, settings) for q in queries}}, only=only)

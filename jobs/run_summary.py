@@ -10,7 +10,7 @@ session (Delta's history: the same commit metrics). The CLI renders
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,10 @@ class StageSummary:
     seconds: float
     note: str = ""
     ok: bool = True
+    #: Per output table (main, quarantine, duplicates): the Delta versions this job
+    #: committed, oldest first (empty: nothing written). The Airflow tasks put them, with the
+    #: row counts, in their asset events' ``extra``.
+    versions: dict[str, list[int]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,6 +79,12 @@ def table_version(table: Path | Uri) -> int | None:
     """Newest committed version of the Delta table at ``table`` (None: no table yet)."""
     commits = _history(table) if isinstance(table, Uri) else _commits(table)
     return max(commits) if commits else None
+
+
+def versions_written(table: Path | Uri, after: int | None) -> list[int]:
+    """Versions of the Delta table at ``table`` committed after version ``after``."""
+    commits = _history(table) if isinstance(table, Uri) else _commits(table)
+    return sorted(v for v in commits if after is None or v > after)
 
 
 def rows_written(table: Path | Uri, after: int | None) -> int:
@@ -137,5 +147,7 @@ def summarise(settings: Settings, job: str, result: object, seconds: float,
     batches = getattr(result, "batches", None)
     if batches is not None and not note:
         note = f"{batches} batch{'es' if batches != 1 else ''}"
+    written = {name: versions_written(settings.table_path(name), before.get(name))
+               for name in (table, quarantine, duplicates) if name}
     return StageSummary(job, table, rows_in, unit, added(table), added(quarantine),
-                        added(duplicates), seconds, note, ok)
+                        added(duplicates), seconds, note, ok, written)

@@ -146,9 +146,11 @@ class LakeTable:
             .save(self.path)
         )
 
-    def drop_other_fingerprints(self, fingerprints: dict[str, str]) -> int:
+    def drop_other_fingerprints(self, fingerprints: dict[str, str],
+                                only: Sequence[str] | None = None) -> int:
         """Delete the state rows whose (query_id, fingerprint) is not in ``fingerprints``
         (query id -> its current fingerprint): a changed or removed query's stored state.
+        With ``only``, rows of other query ids are kept (they belong to other runs).
         Returns how many query ids had such rows (0 without a table)."""
         from delta.tables import DeltaTable
         from pyspark.sql import functions as F
@@ -159,7 +161,8 @@ class LakeTable:
         for query_id, fingerprint in fingerprints.items():
             valid = valid | ((F.col("query_id") == query_id)
                              & (F.col("fingerprint") == fingerprint))
-        stale = self.read().where(~valid).select("query_id").distinct().count()
+        drop = ~valid if only is None else (~valid & F.col("query_id").isin(*only))
+        stale = self.read().where(drop).select("query_id").distinct().count()
         if stale:
-            DeltaTable.forPath(self.spark, self.path).delete(~valid)
+            DeltaTable.forPath(self.spark, self.path).delete(drop)
         return stale

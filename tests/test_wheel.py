@@ -5,16 +5,24 @@ repository), installs it with the pinned dependencies into a fresh virtual envir
 from a directory outside the repository, imports every module of ``lakecep`` and
 ``cep_core``, finds the package data through ``importlib.resources``, runs ``lakecep --help``
 and checks that no other top-level name (``jobs``, ``schemas``, ...) was installed.
+
+``test_installed_package_runs_the_demo_elsewhere`` then uses the installed package the way a
+user (or a managed Airflow) does, from a directory outside the repository: ``lakecep
+generate`` (small), ``lakecep run all``, ``lakecep status --strict``; Airflow's DagBag over
+the installed DAG folder; and the installed pipeline DAG's ``queries`` and one ``gold``
+task run for real (interpreter: the venv's; working directory: ``$LAKECEP_HOME``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 import sysconfig
 import textwrap
+import time
 import tomllib
 import zipfile
 from pathlib import Path
@@ -199,3 +207,120 @@ def test_clashing_names_are_real_folders_of_the_repository() -> None:
     """The check above means something: each name is a folder (or module) of the repository."""
     assert [n for n in CLASHING if not (REPO / n).is_dir()] == ["lakecep_tasks"]
     assert (REPO / "dags" / "lakecep_tasks.py").is_file()
+
+
+#: Runs in the fresh venv: Airflow's DagBag over the installed DAG folder, then the
+#: installed pipeline DAG's ``queries`` task and one mapped ``gold`` task, called as the
+#: task runner calls them (their functions, with the task context they read).
+INSTALLED_DAGS_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys
+    from pathlib import Path
+    from importlib.resources import files
+    from airflow.dag_processing.dagbag import BundleDagBag
+    import airflow.sdk
+
+    folder = Path(str(files("lakecep.dags")))
+    bag = BundleDagBag(dag_folder=str(folder), bundle_path=folder, bundle_name="dags-folder")
+    shared = sys.modules["lakecep.dags.lakecep_tasks"]
+    pipeline = bag.dags["lakecep_pipeline"]
+    tasks = {t.task_id: t for t in pipeline.tasks}
+
+    def function(task):
+        return (getattr(task, "partial_kwargs", None) or {}).get("python_callable") or (
+            task.python_callable)
+
+    class Events(dict):
+        def __missing__(self, asset):
+            self[asset] = type("Event", (), {"extra": None})()
+            return self[asset]
+
+    context = {}
+    airflow.sdk.get_current_context = lambda: context
+    query_ids = function(tasks["queries"])()
+    events = Events()
+    function(tasks["gold"])(query=query_ids[0], run_id="wheel_test", outlet_events=events)
+    print(json.dumps({
+        "folder": str(folder),
+        "import_errors": {str(k): v for k, v in bag.import_errors.items()},
+        "dags": sorted(bag.dags),
+        "filelocs": sorted(d.fileloc for d in bag.dags.values()),
+        "shared_module": shared.__file__,
+        "python": shared.lakecep_python(),
+        "executable": sys.executable,
+        "query_ids": query_ids,
+        "map_index": context.get("query_id"),
+        "gold_extra": {a.uri: e.extra for a, e in events.items()},
+    }))
+    """
+)
+
+
+def _json_output(stdout: str) -> dict:
+    """The JSON document a ``--json`` command printed (it starts on a line "{")."""
+    lines = stdout.splitlines()
+    start = max(n for n, line in enumerate(lines) if line == "{")
+    return json.loads("\n".join(lines[start:]))
+
+
+def test_installed_package_runs_the_demo_elsewhere(
+    venv: Path, installed: dict, tmp_path: Path
+) -> None:
+    """A user's view of the wheel: the whole demo from a directory that is neither the
+    repository nor the lake, then the installed DAGs parse and their tasks run jobs."""
+    elsewhere, home = tmp_path / "elsewhere", tmp_path / "lake-home"
+    elsewhere.mkdir()
+    env = clean_env()
+    env.pop("PYTHONPATH", None)
+    env.update({"LAKECEP_HOME": str(home), "AIRFLOW_HOME": str(tmp_path / "airflow"),
+                "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp_path}/airflow.db",
+                # the repository's venv off PATH: only the fresh venv's lakecep is found
+                "PATH": os.pathsep.join([str(venv / "bin"), *(
+                    p for p in env.get("PATH", "").split(os.pathsep)
+                    if not p.startswith(str(REPO)))])})
+    lakecep = str(venv / "bin" / "lakecep")
+    seconds: dict[str, float] = {}
+
+    def cli(*args: str) -> dict:
+        started = time.monotonic()
+        result = _run([lakecep, *args, "--json"], cwd=elsewhere, env=env)
+        seconds[" ".join(args[:2])] = round(time.monotonic() - started, 1)
+        return _json_output(result.stdout)
+
+    generated = cli("generate", "--events", "300", "--seed", "7")
+    assert generated["landing"] == str(home.resolve() / "landing" / "events")
+    ran = cli("run", "all")
+    assert ran["ok"] and [j["job"] for j in ran["jobs"]] == [
+        "bronze", "silver", "optimize", "gold", "quality"]
+    by_job = {j["job"]: j for j in ran["jobs"]}
+    assert by_job["bronze"]["rows_out"] == generated["lines"]
+    assert by_job["gold"]["rows_out"] > 0 and by_job["gold"]["versions"]["gold.complex_events"]
+    status = cli("status", "--strict")
+    assert status["ok"], status
+    # Everything landed in $LAKECEP_HOME; nothing in the directory the commands ran from.
+    assert list(elsewhere.iterdir()) == []
+    assert {"landing", "lake", "checkpoints"} <= {p.name for p in home.iterdir()}
+
+    started = time.monotonic()
+    result = _run([str(venv / "bin" / "python"), "-c", INSTALLED_DAGS_SCRIPT],
+                  cwd=elsewhere, env=env)
+    seconds["installed DAGs"] = round(time.monotonic() - started, 1)
+    dags = json.loads(result.stdout.strip().splitlines()[-1])
+    site = installed["site"]
+    assert dags["import_errors"] == {}
+    assert dags["dags"] == ["lakecep_demo", "lakecep_pipeline", "lakecep_tuning"]
+    assert dags["folder"].startswith(site) and not dags["folder"].startswith(str(REPO))
+    assert all(f.startswith(dags["folder"]) for f in dags["filelocs"])
+    assert dags["shared_module"].startswith(site)
+    # The jobs run with the venv's interpreter (Airflow's own: no LAKECEP_PYTHON_BIN) ...
+    assert dags["python"] == dags["executable"] == str(venv / "bin" / "python")
+    # ... the queries task listed the shipped queries, and gold ran the first one as its
+    # own stream: seeded from `run all`'s checkpoint, so nothing new to read.
+    assert dags["query_ids"] == installed["loaded_queries"]
+    assert dags["map_index"] == dags["query_ids"][0]
+    (extra,) = dags["gold_extra"].values()
+    assert (extra["query"], extra["rows_in"], extra["rows_out"]) == (
+        dags["query_ids"][0], 0, 0)
+    assert (home / "checkpoints" / f"gold_complex_events__{dags['query_ids'][0]}").is_dir()
+    print(f"\nwheel demo from elsewhere: {seconds}")

@@ -28,12 +28,15 @@ from ..language import ast
 from ..language.printer import to_sql
 from .expressions import children, walk
 from .functions import SCALAR_FUNCTIONS
+from .nfa import Automaton, TooLarge, build
 
 if TYPE_CHECKING:
     from ..api import CompiledQuery
 
 ENGINES = ("auto", "fast", "general")
 ENV_VAR = "LAKECEP_CEP_ENGINE"
+MAX_VARIABLES = 64  # one bit per variable per row in the compiled kernel
+MAX_PROGRAM = 20_000  # instructions of the compiled pattern (closures are built in Python)
 
 
 @dataclass(frozen=True)
@@ -58,24 +61,49 @@ class FastMeasure:
 
 
 class FastPlan:
-    """The fast-path analysis of one query (no data needed)."""
+    """The fast-path analysis of one query (no data needed). ``items`` is None when the
+    pattern is not a concatenation of quantified variables: the compiled automaton
+    (:mod:`cep_core.compile.nfa`, run by :mod:`cep_core.runtime.kernel`) matches then."""
 
-    def __init__(self, q: CompiledQuery, items: list[FastItem],
+    def __init__(self, q: CompiledQuery, items: list[FastItem] | None,
                  measures: list[FastMeasure] | None):
         self.q = q
         self.items = items
         self.measures = measures  # None: evaluate every measure with the general closures
+        self._automaton: Automaton | None | bool = False
+
+    @property
+    def item_list(self) -> list[FastItem]:
+        """The items of a plan that has them (the vectorised path)."""
+        assert self.items is not None
+        return self.items
+
+    def automaton(self) -> Automaton | None:
+        """The pattern's automaton (built once), None if too large to build."""
+        if self._automaton is False:
+            try:
+                self._automaton = build(self.q.program)
+            except TooLarge:
+                self._automaton = None
+        assert self._automaton is not True
+        return self._automaton
 
     def describe(self) -> str:
         names = self.q.variables
+        m = self.q.match
+        within = m.within
+        window = "" if within is None else f"; WITHIN {to_sql(within)}"
+        rows = m.rows_per_match
+        if self.items is None:
+            extra = {"ALL SHOW": "; ALL ROWS PER MATCH", "ALL OMIT": "; ALL ROWS PER MATCH OMIT "
+                     "EMPTY MATCHES", "ALL UNMATCHED": "; ALL ROWS PER MATCH WITH UNMATCHED "
+                     "ROWS"}.get(rows, "")
+            return f"compiled: automaton{window}{extra}"
         parts = []
         for it in self.items:
             hi = "" if it.high is None else str(it.high)
             parts.append(f"{names[it.var]}{{{it.low},{hi}}}{'' if it.greedy else '?'}")
         how = "vectorised" if self.measures is not None else "per match"
-        within = self.q.match.within
-        window = "" if within is None else f"; WITHIN {to_sql(within)}"
-        rows = self.q.match.rows_per_match
         if rows != "ONE":
             how = "per row"
             window += "; ALL ROWS PER MATCH" + (" OMIT EMPTY MATCHES" if rows == "ALL OMIT"
@@ -101,8 +129,9 @@ def plan_fast(q: CompiledQuery, engine: str | None = None) -> tuple[FastPlan | N
     reason = _ineligible(q)
     if reason is None:
         items = _items(q.match.pattern, {n: i for i, n in enumerate(q.variables)})
-        assert items is not None
-        plan = FastPlan(q, items, _vector_measures(q))
+        if items is not None and q.match.rows_per_match == "ALL UNMATCHED":
+            items = None  # the vectorised items path does not report unmatched rows
+        plan = FastPlan(q, items, vector_measures(q) if items is not None else None)
         return plan, plan.describe()
     if engine == "fast":
         raise ValueError(f"the fast path cannot run this query: {reason}")
@@ -112,16 +141,18 @@ def plan_fast(q: CompiledQuery, engine: str | None = None) -> tuple[FastPlan | N
 # ---------------------------------------------------------------------- eligibility
 def _ineligible(q: CompiledQuery) -> str | None:
     m = q.match
-    if m.rows_per_match == "ALL UNMATCHED":
-        return "ALL ROWS PER MATCH WITH UNMATCHED ROWS"
     if m.selection != "STRICT":
         return f"SKIP TILL {m.selection} MATCH"
     if getattr(m, "consumption", None) is not None:
         return "CONSUMPTION"
     if getattr(m, "emit_timeouts", False):
         return "EMIT TIMEOUTS"
-    if _items(m.pattern, {n: i for i, n in enumerate(q.variables)}) is None:
-        return "pattern is not a concatenation of quantified variables"
+    if any(isinstance(node, ast.Negation) for node in ast.pattern_nodes(m.pattern)):
+        return "negation (NOT) in PATTERN"
+    if len(q.variables) > MAX_VARIABLES:
+        return f"more than {MAX_VARIABLES} pattern variables"
+    if len(q.program.code) > MAX_PROGRAM:
+        return f"pattern program longer than {MAX_PROGRAM} instructions"
     for d in m.defines:
         why = _define_problem(d.condition, d.var)
         if why is not None:
@@ -202,7 +233,7 @@ def _walk_outside_nav(expr: ast.Expr) -> list[ast.Expr]:
     return out
 
 
-def _vector_measures(q: CompiledQuery) -> list[FastMeasure] | None:
+def vector_measures(q: CompiledQuery) -> list[FastMeasure] | None:
     out: list[FastMeasure] = []
     sets = q._sets
     for me in q.match.measures:

@@ -48,6 +48,7 @@ from ..compile.values import to_python
 from ..errors import QueryError, query_errors
 from ..language import ast
 from ..runtime.consumption import Consumer, Instance
+from ..runtime.fast import raw_matches, run_kernel
 from ..runtime.matcher import Matcher, RawMatch
 from ..runtime.matcher import Partition as _Partition
 from ..runtime.output import Match
@@ -311,6 +312,7 @@ class IncrementalMatcher:
         matcher, st = bound._matcher(work)
         matcher.open = open_
         st.open = open_
+        kernel = self._kernel(bound, work, bounds)
         ids = work[ROW_ID].to_numpy()
         names = self.compiled.variables
         keep = np.ones(len(work), dtype=bool)
@@ -345,6 +347,10 @@ class IncrementalMatcher:
                 if mode is not None:
                     start, needed = self._consume(bound, matcher, st, mode, key, state, start,
                                                   lo, hi, ids, names, out, part)
+                elif kernel is not None:
+                    start = self._advance_kernel(bound, kernel, matcher, st, key, state, start,
+                                                 lo, hi, ids, names, out, part)
+                    needed = start
                 else:
                     start = self._advance(bound, matcher, st, key, state, start, lo, hi, ids,
                                           names, out, part)
@@ -443,6 +449,61 @@ class IncrementalMatcher:
         start = min(start, hi)
         state.covered = max(0, covered - start)
         return start
+
+    def _kernel(self, bound: _Bound, work: pd.DataFrame, bounds: list[int]) -> tuple[
+            Any, ...] | None:
+        """The compiled automaton's inputs for this feed (see
+        :mod:`cep_core.runtime.kernel`), or None: the general matcher runs. Used when the
+        batch engine would use it too, without CONSUMPTION and NEXT (which reads rows that
+        have not arrived)."""
+        runner = self.compiled._fast
+        if runner is None or self.compiled.match.consumption is not None or self._reads_ahead:
+            return None
+        found = runner.kernel_for(bound)
+        if found is None:
+            return None
+        fb, automaton = found
+        inputs = fb.kernel_inputs(work, len(work), bounds)
+        if inputs is None:
+            return None
+        return automaton, *inputs
+
+    def _advance_kernel(self, bound: _Bound, kernel: tuple[Any, ...], matcher: Matcher,
+                        st: MatchState, key: tuple[Any, ...], state: PartitionState,
+                        start: int, lo: int, hi: int, ids: np.ndarray, names: list[str],
+                        out: list[Match], part: _Partition) -> int:
+        """:meth:`_advance` with the compiled kernel: it runs the partition's attempts from
+        ``start`` up to the first one that waits for more rows; the matches before it are
+        emitted here (measures may still make one wait)."""
+        automaton, bits, horizon = kernel
+        unmatched = matcher.report_unmatched
+        all_rows = self.compiled.match.rows_per_match != "ONE"
+        covered = start + state.covered
+        begin = -1 if matcher.begin is None or matcher.begin < 0 else matcher.begin - lo
+        o_start, o_end, o_num, o_unm, o_lab, _, stops = run_kernel(
+            automaton, bits[lo:hi], [0, hi - lo], None if horizon is None
+            else horizon[lo:hi] - lo, bound.skip, unmatched, first=[start - lo],
+            covered=[covered - lo], begin=[begin], open_=matcher.open)
+        raws = raw_matches(o_start + lo, o_end + lo, o_num, o_unm, o_lab, automaton)
+        next_start = int(stops[0]) + lo
+        for raw in raws:
+            if raw.unmatched:
+                part.matches.append(raw)
+                continue
+            raw.number = state.matches + 1
+            st.touched_end = False
+            if not self._emit(bound, st, key, raw, ids, names, out, part, all_rows):
+                next_start = raw.start
+                break
+            state.matches += 1
+            if raw.rows:
+                covered = max(covered, raw.rows[-1] + 1)
+            elif unmatched:
+                covered = max(covered, raw.start + 1)
+            bound.skip.next_start(raw)  # raises where the kernel stopped on an invalid skip
+        next_start = min(next_start, hi)
+        state.covered = max(0, covered - next_start)
+        return next_start
 
     @staticmethod
     def _emit(bound: _Bound, st: MatchState, key: tuple[Any, ...], raw: RawMatch,

@@ -41,12 +41,13 @@ import numpy as np
 import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
 from ..compile.expressions import Scope
-from ..compile.fast_plan import FastMeasure, FastPlan
+from ..compile.fast_plan import FastMeasure, FastPlan, vector_measures
+from ..compile.nfa import Automaton
 from ..compile.state import MatchState
 from ..compile.values import column_values, to_python
 from ..errors import QueryError
 from ..language import ast
-from .matcher import Partition, RawMatch
+from .matcher import Partition, RawMatch, SkipPolicy
 from .output import Match, select
 from .time_axis import is_duration, is_number, is_timestamp, ns_and_missing, within_seconds
 from .values import LazyColumn
@@ -69,6 +70,11 @@ class FastRunner:
         if fb is None:
             fb = self._bound[bound.columns] = _FastBound(self.plan, bound)
         return fb
+
+    def kernel_for(self, bound: Bound) -> tuple[_FastBound, Automaton] | None:
+        """For the incremental matcher: the bound plan and the automaton, if it builds."""
+        automaton = self.plan.automaton()
+        return None if automaton is None else (self._fast_bound(bound), automaton)
 
     # ------------------------------------------------------------------ entry points
     def find_matches(self, bound: Bound, df: pd.DataFrame) -> list[Match] | None:
@@ -109,9 +115,11 @@ class _FastBound:
             [*bound.used_columns, *(name for name, _ in self.shifts.values()),
              *([] if self.window_column is None else [self.window_column])]))
         self.measure_columns: list[str | None] = []
-        if plan.measures is not None:
+        # The vectorisable measures (the kernel path decides here, the items path in plan)
+        self.vector_measures = plan.measures if plan.items is not None else vector_measures(q)
+        if self.vector_measures is not None:
             mscope = Scope(bound.columns, q._sets, "MEASURES")
-            for me in plan.measures:
+            for me in self.vector_measures:
                 self.measure_columns.append(
                     mscope.column(me.column) if me.column is not None else None)
 
@@ -164,7 +172,9 @@ class _FastBound:
         return e
 
     # ------------------------------------------------------------------ matching
-    def match(self, df: pd.DataFrame) -> _Result | None:
+    def match(self, df: pd.DataFrame) -> _Result | _KernelResult | None:
+        if self.plan.items is None:
+            return self._match_kernel(df)
         bound = self.bound
         work, positions, bounds = prepare(bound, df, self.needed)
         n = len(positions)
@@ -216,7 +226,7 @@ class _FastBound:
         least_end: np.ndarray = idx
         choices: list[np.ndarray | None] = []
         rests: list[_Rest] = []
-        for it in reversed(self.plan.items):
+        for it in reversed(self.plan.item_list):
             rest = _Rest(None if all_feasible else feasible, least_end)
             if window is not None:
                 rests.append(rest)
@@ -289,7 +299,7 @@ class _FastBound:
                 starts = cand[over]
                 horizon = window.horizon(starts)
                 pos = starts
-                for k, (it, ch, rest) in enumerate(zip(self.plan.items, choices, rests,
+                for k, (it, ch, rest) in enumerate(zip(self.plan.item_list, choices, rests,
                                                        strict=True)):
                     if ch is None:
                         c = np.ones(len(pos), dtype=itype)
@@ -312,6 +322,57 @@ class _FastBound:
         number = np.arange(len(cand), dtype=np.int64) - first_in_part[part] + 1
         return _Result(self, df, work, positions, bounds, row_of_pad, cand, seg_start,
                        seg_len, part, number)
+
+    def _match_kernel(self, df: pd.DataFrame) -> _KernelResult | None:
+        """Any pattern: the compiled automaton over per-row condition bits (see
+        :mod:`cep_core.runtime.kernel`); None when this input needs the general path."""
+        automaton = self.plan.automaton()
+        if automaton is None:
+            return None
+        bound = self.bound
+        q = self.plan.q
+        work, positions, bounds = prepare(bound, df, self.needed)
+        n = len(positions)
+        inputs = self.kernel_inputs(work, n, bounds)
+        if inputs is None:
+            return None
+        bits, horizon = inputs
+        part_of_row = _part_of_row(bounds)
+        skip = bound.skip
+        o_start, o_end, o_num, o_unm, o_lab, bad, _ = run_kernel(
+            automaton, bits, bounds, horizon, skip, q.match.rows_per_match == "ALL UNMATCHED")
+        if bad >= 0:
+            raw = raw_matches(o_start[:bad + 1], o_end[:bad + 1], o_num[:bad + 1],
+                               o_unm[:bad + 1], o_lab, automaton)[-1]
+            skip.next_start(raw)  # raises the general matcher's error
+            raise AssertionError("unreachable")  # pragma: no cover
+        keep = ~o_unm
+        arrays = (o_start[keep], o_end[keep], o_num[keep], automaton.var[o_lab],
+                  automaton.excluded[o_lab])
+        records = (o_start, o_end, o_num, o_unm, o_lab, automaton, part_of_row)
+        return _KernelResult(self, df, work, positions, bounds, records, arrays)
+
+    def kernel_inputs(self, work: Any, n: int, bounds: list[int]) -> tuple[
+            np.ndarray, np.ndarray | None] | None:
+        """The kernel's per-row inputs over sorted rows ``work`` (a mapping of the needed
+        columns) with partitions ``bounds``: the condition bits, and with WITHIN the end
+        row of each start row's window; None when this input needs the general path."""
+        nparts = len(bounds) - 1
+        starts_of = np.asarray(bounds[:-1], dtype=np.int64)
+        part_of_row = _part_of_row(bounds)
+        try:
+            masks = self._masks(work, n, starts_of, part_of_row)
+        except QueryError:
+            return None  # let the general path evaluate (and report) row by row
+        bits = row_bits(masks, n)
+        if self.window_column is None:
+            return bits, None
+        pad_of_row = np.arange(n, dtype=np.int64) + part_of_row
+        window = _Window.build(work[self.window_column], self.plan.q.match, pad_of_row,
+                               n + nparts, np.int64)
+        if window is None:
+            return None
+        return bits, np.asarray(window.horizon(pad_of_row), dtype=np.int64) - part_of_row
 
     def _masks(self, work: dict[str, pd.Series], n: int, starts_of: np.ndarray,
                part_of_row: np.ndarray) -> list[np.ndarray | None]:
@@ -406,7 +467,7 @@ class _FastBound:
                       seg_len: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         skip = self.bound.skip
         assert skip.var is not None
-        items = list(enumerate(self.plan.items))
+        items = list(enumerate(self.plan.item_list))
         target = np.full(len(cand), -1, dtype=np.int64)
         if skip.kind == "TO FIRST":
             for k, it in reversed(items):
@@ -426,7 +487,7 @@ class _FastBound:
         """Raise the general matcher's error for the skip after candidate ``i``."""
         rows: list[int] = []
         labels: list[int] = []
-        for k, it in enumerate(self.plan.items):
+        for k, it in enumerate(self.plan.item_list):
             s, c = int(seg_start[k][i]), int(seg_len[k][i])
             if c:
                 base = int(row_of_pad[s])
@@ -816,7 +877,7 @@ class _Result:
     # ------------------------------------------------------------------ measures
     def _nav_rows(self, me: FastMeasure) -> np.ndarray:
         """Sorted row of the measure's navigation target per match, -1 for NULL."""
-        items = list(enumerate(self.fb.plan.items))
+        items = list(enumerate(self.fb.plan.item_list))
         if me.from_end:
             items.reverse()
         found = np.full(len(self.cand), -1, dtype=np.int64)
@@ -852,13 +913,13 @@ class _Result:
                 out.append((pd.Series(self.number), None))
             elif me.kind == "count":
                 total = np.zeros(len(self.cand), dtype=np.int64)
-                for k, it in enumerate(fb.plan.items):
+                for k, it in enumerate(fb.plan.item_list):
                     if me.var is None or it.var in me.var:
                         total += self.seg_len[k]
                 out.append((pd.Series(total), None))
             else:  # classifier: the variable of the last row
                 label = np.full(len(self.cand), -1, dtype=np.int64)
-                for k, it in enumerate(fb.plan.items):
+                for k, it in enumerate(fb.plan.item_list):
                     label = np.where(self.seg_len[k] > 0, it.var, label)
                 text = np.array(names + [None], dtype=object)[label]
                 missing = label < 0
@@ -869,7 +930,7 @@ class _Result:
         rows: list[int] = []
         labels: list[int] = []
         row_of_pad = self.row_of_pad
-        for k, it in enumerate(self.fb.plan.items):
+        for k, it in enumerate(self.fb.plan.item_list):
             s, c = int(self.seg_start[k][i]), int(self.seg_len[k][i])
             if c:
                 base = int(row_of_pad[s])
@@ -966,6 +1027,18 @@ class _Result:
         """ALL ROWS PER MATCH: the matches found here, one output row per matched row with
         RUNNING measures, built by the general path's own output code."""
         bound = self.fb.bound
+        if len(self.cand) and self.seg_len:
+            items = self.fb.plan.item_list
+            lengths = np.stack([np.asarray(c, dtype=np.int64) for c in self.seg_len], axis=1)
+            item_vars = np.tile(np.asarray([it.var for it in items], dtype=np.int64),
+                                len(self.cand))
+            labels = np.repeat(item_vars, lengths.ravel())
+            start = np.asarray(self.row_of_pad[self.cand], dtype=np.int64)
+            table = all_rows_vectorised(self.fb, self.df, self.work, self.positions, start,
+                                        start + lengths.sum(axis=1), self.number, labels,
+                                        np.zeros(len(labels), dtype=bool))
+            if table is not None:
+                return table
         full = self.df.reset_index(drop=True)
         work = full.take(self.positions).reset_index(drop=True)
         cols: dict[str, Any] = {c: LazyColumn(self.work[c]) for c in bound.used_columns}
@@ -979,6 +1052,287 @@ class _Result:
                  for j, (lo, hi) in enumerate(zip(self.bounds[:-1], self.bounds[1:],
                                                   strict=True)) if found[j]]
         return bound._all_rows(work, st, parts)
+
+
+def _part_of_row(bounds: list[int]) -> np.ndarray:
+    sizes: np.ndarray = np.diff(np.asarray(bounds, dtype=np.int64))
+    return np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+
+
+def row_bits(masks: list[np.ndarray | None], n: int) -> np.ndarray:
+    """One uint64 per row: bit v set where variable v's condition holds."""
+    bits = np.zeros(n, dtype=np.uint64)
+    for v, mask in enumerate(masks):
+        bit = np.uint64(1) << np.uint64(v)
+        if mask is None:
+            bits |= bit
+        else:
+            bits[np.asarray(mask, dtype=bool)] |= bit
+    return bits
+
+
+def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
+               horizon: np.ndarray | None,
+               skip: SkipPolicy, report_unmatched: bool, first: list[int] | None = None,
+               covered: list[int] | None = None, begin: list[int] | None = None,
+               open_: bool = False) -> tuple[Any, ...]:
+    """:func:`cep_core.runtime.kernel.run` over the partitions ``bounds`` (defaults: every
+    partition from its first row, '^' there, closed); returns its results and the stop
+    row per partition."""
+    from . import kernel
+
+    b = np.asarray(bounds if len(bounds) > 1 else [0, 0], dtype=np.int64)
+    lows = b[:-1]
+    kind = {"PAST LAST ROW": kernel.PAST_LAST_ROW, "TO NEXT ROW": kernel.TO_NEXT_ROW,
+            "TO FIRST": kernel.TO_FIRST, "TO LAST": kernel.TO_LAST}[skip.kind]
+    mask_bits = sum(1 << v for v in (skip.var or ()))
+    if mask_bits >= 1 << 63:
+        mask_bits -= 1 << 64
+    stops = np.zeros(len(lows), dtype=np.int64)
+
+    def arr(values: list[int] | None) -> np.ndarray:
+        return lows.copy() if values is None else np.asarray(values, dtype=np.int64)
+
+    out = kernel.run(bits, b, np.zeros(0, dtype=np.int64) if horizon is None else horizon,
+                     horizon is not None,
+                     automaton.var, automaton.ptr, automaton.targets, kind,
+                     np.int64(mask_bits), report_unmatched, kernel.MEMO_LIMIT, arr(first),
+                     arr(covered), arr(begin), open_, automaton.touches_end, stops)
+    return (*out, stops)
+
+
+class _KernelResult:
+    """The matches the compiled kernel found, per partition, output by the general path's
+    own code (measures with the general compiled expressions)."""
+
+    def __init__(self, fb: _FastBound, df: pd.DataFrame, work: dict[str, pd.Series],
+                 positions: np.ndarray, bounds: list[int], records: tuple[Any, ...],
+                 arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]):
+        self.fb = fb
+        self.df = df
+        self.work = work
+        self.positions = positions
+        self.bounds = bounds
+        self._records = records
+        self._found: list[list[RawMatch]] | None = None
+        # The matches (no unmatched rows) as arrays: first row, one past the last row,
+        # match number, and the variable of every matched row (concatenated).
+        self.start, self.end, self.number, self.labels, self.excluded = arrays
+
+    def _measure_values(self) -> list[tuple[pd.Series, np.ndarray | None]]:
+        """Per measure of a vectorisable plan (``FastPlan.measures``): the values (one per
+        match) and a mask of NULLs (or None), from the match arrays."""
+        fb = self.fb
+        measures = _vector_measures_of(fb)
+        assert measures is not None
+        start, end, labels = self.start, self.end, self.labels
+        m = len(start)
+        length = end - start
+        offsets = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(length, out=offsets[1:])
+        match_of = np.repeat(np.arange(m, dtype=np.int64), length)
+        flat_row = np.arange(len(labels), dtype=np.int64) - offsets[match_of] + start[match_of]
+        names = fb.plan.q.variables
+        out: list[tuple[pd.Series, np.ndarray | None]] = []
+        for me, col in zip(measures, fb.measure_columns, strict=True):
+            if me.kind in ("nav", "count"):
+                if me.var is None:
+                    inside = np.ones(len(labels), dtype=bool)
+                else:
+                    inside = np.isin(labels, np.fromiter(me.var, dtype=np.int64))
+                cs = np.zeros(len(labels) + 1, dtype=np.int64)
+                np.cumsum(inside, out=cs[1:])
+                total = cs[offsets[1:]] - cs[offsets[:-1]]
+            if me.kind == "count":
+                out.append((pd.Series(total), None))
+            elif me.kind == "nav":
+                assert col is not None
+                if me.from_end:
+                    rank = cs[offsets[1:]][match_of] - cs[1:]  # in-set rows after this one
+                else:
+                    rank = cs[:-1] - cs[offsets[:-1]][match_of]  # in-set rows before it
+                hit = np.flatnonzero(inside & (rank == me.offset))
+                rows = np.full(m, -1, dtype=np.int64)
+                rows[match_of[hit]] = flat_row[hit]
+                missing = rows < 0
+                values = self.work[col].take(np.maximum(rows, 0)).reset_index(drop=True)
+                out.append((values, missing if missing.any() else None))
+            elif me.kind == "number":
+                out.append((pd.Series(self.number), None))
+            else:  # classifier: the variable of the last row
+                last = np.where(length > 0, labels[np.maximum(offsets[1:] - 1, 0)]
+                                if len(labels) else -1, -1)
+                text = np.array([*names, None], dtype=object)[last]
+                missing = last < 0
+                out.append((pd.Series(text, dtype=object), missing if missing.any() else None))
+        return out
+
+    def _one_row_vectorised(self) -> pd.DataFrame:
+        """ONE ROW PER MATCH with every measure from the match arrays (as _Result.frame)."""
+        bound = self.fb.bound
+        tree = self.fb.plan.q.tree
+        origin = self.positions[self.start]
+        names = [*bound.partition_cols, *bound.measure_names]
+        columns = [_like_records(self.df[c].take(origin).reset_index(drop=True), None)
+                   for c in bound.partition_cols]
+        for values, missing in self._measure_values():
+            columns.append(_like_records(values, missing))
+        if not names:
+            return select(tree, pd.DataFrame(index=range(len(self.start))))
+        if len(set(names)) != len(names):
+            records = [list(r) for r in zip(*[c.tolist() for c in columns], strict=True)]
+            return select(tree, pd.DataFrame.from_records(records, columns=names))
+        return select(tree, pd.DataFrame(dict(zip(names, columns, strict=True))))
+
+    def _state(self) -> MatchState:
+        bound = self.fb.bound
+        cols: dict[str, Any] = {c: LazyColumn(self.work[c]) for c in bound.used_columns}
+        return MatchState(cols, self.fb.plan.q.variables)
+
+    def _parts(self) -> list[Partition]:
+        if self._found is None:
+            o_start, o_end, o_num, o_unm, o_lab, automaton, part_of_row = self._records
+            found: list[list[RawMatch]] = [[] for _ in range(len(self.bounds) - 1)]
+            raws = raw_matches(o_start, o_end, o_num, o_unm, o_lab, automaton)
+            for raw, j in zip(raws, part_of_row[o_start].tolist(), strict=True):
+                found[j].append(raw)
+            self._found = found
+        pcols = [self.df[c] for c in self.fb.bound.partition_cols]
+        out = []
+        for j, (lo, hi) in enumerate(zip(self.bounds[:-1], self.bounds[1:], strict=True)):
+            if self._found[j]:
+                origin = int(self.positions[lo])
+                key = tuple(to_python(c.iat[origin]) for c in pcols)
+                out.append(Partition(key, lo, hi, self._found[j]))
+        return out
+
+    def matches(self) -> list[Match]:
+        st = self._state()
+        return self.fb.bound._matches(self._parts(), self.positions, st)
+
+    def frame(self) -> pd.DataFrame:
+        bound = self.fb.bound
+        tree = self.fb.plan.q.tree
+        if self.fb.plan.q.match.rows_per_match == "ONE":
+            if len(self.start) and _vector_measures_of(self.fb) is not None:
+                return self._one_row_vectorised()
+            parts = self._parts()
+            if not parts:
+                return select(tree, bound._one_row(self.df.reset_index(drop=True),
+                                                    MatchState({}, []), []))
+            return select(tree, bound._one_row(self.df.reset_index(drop=True), self._state(),
+                                                parts))
+        if not self._records[3].any():  # no unmatched rows to report
+            table = all_rows_vectorised(self.fb, self.df, self.work, self.positions, self.start,
+                                        self.end, self.number, self.labels, self.excluded)
+            if table is not None:
+                return select(tree, table)
+        full = self.df.reset_index(drop=True)
+        work = full.take(self.positions).reset_index(drop=True)
+        return select(tree, bound._all_rows(work, self._state(), self._parts()))
+
+
+def raw_matches(o_start: np.ndarray, o_end: np.ndarray, o_num: np.ndarray,
+                 o_unm: np.ndarray, o_lab: np.ndarray, automaton: Automaton) -> list[RawMatch]:
+    """The kernel's output records as the general matcher's RawMatch objects."""
+    lab_var = automaton.var[o_lab].tolist()
+    lab_excl = automaton.excluded[o_lab].tolist()
+    out: list[RawMatch] = []
+    at = 0
+    for a, b, num, unm in zip(o_start.tolist(), o_end.tolist(), o_num.tolist(),
+                              o_unm.tolist(), strict=True):
+        if unm:
+            out.append(RawMatch(a, 0, unmatched=True))
+        else:
+            out.append(RawMatch(a, num, list(range(a, b)), lab_var[at:at + b - a],
+                                lab_excl[at:at + b - a]))
+            at += b - a
+    return out
+
+
+def all_rows_vectorised(fb: _FastBound, df: pd.DataFrame, work: dict[str, pd.Series],
+                        positions: np.ndarray, start: np.ndarray, end: np.ndarray,
+                        number: np.ndarray, labels: np.ndarray,
+                        excluded: np.ndarray) -> pd.DataFrame | None:
+    """ALL ROWS PER MATCH (SHOW or OMIT EMPTY MATCHES) from the match arrays, with
+    RUNNING measures per output row, laid out as ``Bound._all_rows`` lays them out; None
+    when a measure is not vectorisable (FINAL, aggregates, ...) or nothing is output."""
+    measures = fb.vector_measures
+    q = fb.plan.q
+    if measures is None or any(getattr(me.expr, "semantics", None) == "FINAL"
+                               for me in q.match.measures):
+        return None
+    m = len(start)
+    length = end - start
+    offsets = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(length, out=offsets[1:])
+    match_of = np.repeat(np.arange(m, dtype=np.int64), length)
+    flat = np.arange(len(labels), dtype=np.int64)
+    flat_row = flat - offsets[match_of] + start[match_of]
+    # Output rows: every row of a match that is not excluded, and the start row of an
+    # empty match (SHOW EMPTY MATCHES), in match order.
+    show_empty = q.match.rows_per_match != "ALL OMIT"
+    out_flat = np.flatnonzero(~excluded)
+    empty = np.flatnonzero(length == 0) if show_empty else np.zeros(0, dtype=np.int64)
+    # merge: an empty match sorts at its place among the matches (by match index)
+    keys = np.concatenate([match_of[out_flat], empty])
+    order = np.argsort(keys, kind="stable")
+    is_empty = np.concatenate([np.zeros(len(out_flat), bool), np.ones(len(empty), bool)])[order]
+    src = np.concatenate([out_flat, empty])[order]  # flat index, or match index if empty
+    n_out = len(src)
+    if n_out == 0:
+        return None
+    out_match = np.where(is_empty, src, match_of[np.where(is_empty, 0, src)] if len(labels)
+                         else 0)
+    take = np.where(is_empty, start[out_match], flat_row[np.where(is_empty, 0, src)]
+                    if len(labels) else 0)
+    upto = np.where(is_empty, offsets[out_match], src + 1)  # flat rows of the running match
+    names = q.variables
+    series: list[pd.Series] = []
+    for me, col in zip(measures, fb.measure_columns, strict=True):
+        if me.kind in ("nav", "count"):
+            inside = (np.ones(len(labels), dtype=bool) if me.var is None
+                      else np.isin(labels, np.fromiter(me.var, dtype=np.int64)))
+            cs = np.zeros(len(labels) + 1, dtype=np.int64)
+            np.cumsum(inside, out=cs[1:])
+            first_cs = cs[offsets[out_match]]
+            upto_cs = cs[upto]
+        if me.kind == "count":
+            values: pd.Series = pd.Series(upto_cs - first_cs)
+            missing = None
+        elif me.kind == "nav":
+            assert col is not None
+            where = np.flatnonzero(inside)
+            target = upto_cs - 1 - me.offset if me.from_end else first_cs + me.offset
+            ok = (target >= first_cs) & (target < upto_cs)
+            rows = np.where(ok, flat_row[where[np.where(ok, target, 0)]] if len(where)
+                            else -1, -1)
+            missing = rows < 0
+            values = work[col].take(np.maximum(rows, 0)).reset_index(drop=True)
+            missing = missing if missing.any() else None
+        elif me.kind == "number":
+            values, missing = pd.Series(number[out_match]), None
+        else:  # classifier: the current row's variable
+            label = np.where(is_empty, -1, labels[np.where(is_empty, 0, src)] if len(labels)
+                             else -1)
+            values = pd.Series(np.array([*names, None], dtype=object)[label], dtype=object)
+            missing = label < 0
+            missing = missing if missing.any() else None
+        series.append(_like_records(values, missing))
+    bound = fb.bound
+    full = df.reset_index(drop=True)
+    base = full.take(positions[take]).reset_index(drop=True)
+    lead = list(dict.fromkeys(bound.partition_cols + bound.order_cols))
+    rest = [c for c in base.columns if c not in lead]
+    out_names: list[str] = [*lead, *bound.measure_names, *rest]
+    columns = [base[c] for c in lead] + series + [base[c] for c in rest]
+    frame = pd.concat([c.reset_index(drop=True) for c in columns], axis=1, ignore_index=True)
+    frame.columns = out_names
+    return frame
+
+
+def _vector_measures_of(fb: _FastBound) -> list[FastMeasure] | None:
+    return fb.vector_measures
 
 
 def _from_python(values: list[Any]) -> pd.Series:

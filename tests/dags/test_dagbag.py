@@ -45,18 +45,43 @@ PARSE_SCRIPT = textwrap.dedent(
     )
     shared = sys.modules.get("lakecep.dags.lakecep_tasks")
 
+    class Events(dict):
+        # outlet_events as a task gets it: one event (with its .extra) per asset
+        def __missing__(self, asset):
+            self[asset] = type("Event", (), {"extra": None})()
+            return self[asset]
+
+    context = {}
+    import airflow.sdk
+    airflow.sdk.get_current_context = lambda: context
+
     def jobs_run_by(task):
-        # Call a @task's function with the job runner replaced by a recorder (only tasks
-        # of DAG files that use the runner; @task.bash builds a command instead).
-        callable_ = getattr(task, "python_callable", None)
-        if callable_ is None or "run_lakecep_job" not in callable_.__globals__:
+        # Call a @task's function with the job runner replaced by a recorder that returns
+        # a run summary as `lakecep run --json` prints it (only tasks of DAG files that use
+        # the runner); the asset events' extra is what the task made of it.
+        mapped = getattr(task, "partial_kwargs", None)
+        callable_ = (mapped or {}).get("python_callable") or getattr(
+            task, "python_callable", None)
+        if callable_ is None or "run_lakecep_job" not in callable_.__code__.co_names:
             return None
-        calls = []
-        callable_.__globals__["run_lakecep_job"] = lambda job, run_id: calls.append(
-            [job, run_id]
-        )
-        callable_(run_id="scheduled__test")
-        return calls
+        calls, events = [], Events()
+
+        def record(job, run_id, query=None):
+            calls.append([job, run_id] + ([query] if query else []))
+            return {"job": job, "run_id": run_id, "query": query, "jobs": [
+                {"job": job, "table": "t", "rows_in": 3, "in_unit": "rows", "rows_out": 2,
+                 "quarantined": 1, "duplicates": None, "seconds": 0.5, "note": "",
+                 "versions": {"t": [4]}}]}
+
+        callable_.__globals__["run_lakecep_job"] = record
+        kwargs = {"run_id": "scheduled__test"}
+        if "outlet_events" in callable_.__code__.co_varnames:
+            kwargs["outlet_events"] = events
+        if "query" in callable_.__code__.co_varnames:
+            kwargs["query"] = "q1"
+        callable_(**kwargs)
+        return {"calls": calls, "context": dict(context),
+                "extra": {a.uri: e.extra for a, e in events.items()}}
 
     dags = {}
     for dag_id, dag in bag.dags.items():
@@ -82,6 +107,13 @@ PARSE_SCRIPT = textwrap.dedent(
             "doc_md": dag.doc_md or "",
             "tasks": {
                 t.task_id: {
+                    "mapped": "MappedOperator" in type(t).__name__, "type": type(t).__name__,
+                    "doc_md": t.doc_md or "",
+                    "map_index_template": getattr(t, "map_index_template", None),
+                    "max_active_tis_per_dagrun": getattr(t, "max_active_tis_per_dagrun", None),
+                    "expand_input": sorted(
+                        t._get_specified_expand_input().value
+                        if hasattr(t, "_get_specified_expand_input") else {}),
                     "upstream": sorted(t.upstream_task_ids),
                     "downstream": sorted(t.downstream_task_ids),
                     "outlets": [a.uri for a in t.outlets],
@@ -101,6 +133,7 @@ PARSE_SCRIPT = textwrap.dedent(
         "import_errors": {str(k): v for k, v in bag.import_errors.items()},
         "parsed_files": sorted(os.path.basename(f) for f in bag.file_last_changed),
         "shared_module": getattr(shared, "__file__", None),
+        "shared_names": sorted(vars(shared)) if shared else [],
         "shared_assets": sorted(
             v.uri for v in vars(shared).values() if type(v).__name__ == "Asset"
         ) if shared else [],
@@ -187,11 +220,12 @@ def test_pipeline_dag_present(parsed: dict) -> None:
 
 def test_pipeline_task_order(parsed: dict) -> None:
     tasks = parsed["dags"]["lakecep_pipeline"]["tasks"]
-    assert set(tasks) == {"bronze", "silver", "optimize", "gold", "quality"}
+    assert set(tasks) == {"bronze", "silver", "optimize", "queries", "gold", "quality"}
     assert tasks["bronze"]["upstream"] == []
     assert tasks["silver"]["upstream"] == ["bronze"]
     assert tasks["optimize"]["upstream"] == ["silver"]
-    assert tasks["gold"]["upstream"] == ["optimize"]
+    assert tasks["queries"]["upstream"] == []  # validates the queries while bronze runs
+    assert tasks["gold"]["upstream"] == ["optimize", "queries"]
     assert tasks["quality"]["upstream"] == ["gold"]
     assert tasks["quality"]["downstream"] == []
 
@@ -219,9 +253,100 @@ def test_demo_dag_feeds_the_pipeline(parsed: dict) -> None:
 
 
 def test_pipeline_tasks_run_their_jobs(parsed: dict) -> None:
-    """Each pipeline task calls the job runner once, for the job of its name, with the run id."""
-    for task_id, task in parsed["dags"]["lakecep_pipeline"]["tasks"].items():
-        assert task["runs_jobs"] == [[task_id, "scheduled__test"]], task_id
+    """Each pipeline task calls the job runner once, for the job of its name, with the run id
+    (gold: with its query); ``queries`` runs no job (it lists the query ids)."""
+    tasks = parsed["dags"]["lakecep_pipeline"]["tasks"]
+    assert tasks["queries"]["runs_jobs"] is None
+    for task_id, task in tasks.items():
+        if task_id in ("queries", "gold"):
+            continue
+        assert task["runs_jobs"]["calls"] == [[task_id, "scheduled__test"]], task_id
+    assert tasks["gold"]["runs_jobs"]["calls"] == [["gold", "scheduled__test", "q1"]]
+
+
+def test_gold_is_one_mapped_task_per_query(parsed: dict) -> None:
+    """gold is mapped over the ids `queries` returns; each mapped task is labelled with its
+    query id in the UI; they run one at a time (each MERGEs into gold.complex_events)."""
+    gold = parsed["dags"]["lakecep_pipeline"]["tasks"]["gold"]
+    assert gold["mapped"] is True
+    assert gold["expand_input"] == ["query"]
+    assert gold["map_index_template"] == "{{ query_id }}"
+    assert gold["runs_jobs"]["context"] == {"query_id": "q1"}  # what the template renders
+    assert gold["max_active_tis_per_dagrun"] == 1
+    others = [t for t, v in parsed["dags"]["lakecep_pipeline"]["tasks"].items() if v["mapped"]]
+    assert others == ["gold"]
+
+
+def test_asset_events_carry_counts_and_versions(parsed: dict) -> None:
+    """Each task puts its job's summary (rows in/out/quarantined, Delta versions written) in
+    the extra of its outlet's asset event; gold's also names its query."""
+    expected = {"run_id": "scheduled__test", "table": "t", "rows_in": 3, "input_unit": "rows",
+                "rows_out": 2, "quarantined": 1, "duplicates": None, "seconds": 0.5,
+                "note": "", "versions": {"t": [4]}}
+    for dag_id in ("lakecep_pipeline", "lakecep_tuning"):
+        for task_id, task in parsed["dags"][dag_id]["tasks"].items():
+            if task["runs_jobs"] is None:
+                continue
+            extra = task["runs_jobs"]["extra"]
+            assert set(extra) == set(task["outlets"]), (dag_id, task_id)
+            for uri in task["outlets"]:
+                job = {"job": task_id} | ({"query": "q1"} if task_id == "gold" else {})
+                assert extra[uri] == expected | job, (dag_id, task_id)
+    pipeline = parsed["dags"]["lakecep_pipeline"]["tasks"]
+    assert pipeline["optimize"]["runs_jobs"]["extra"] == {}  # no outlet, no event
+
+
+def test_every_dag_and_task_is_documented(parsed: dict) -> None:
+    for dag_id, dag in parsed["dags"].items():
+        assert len(dag["doc_md"]) > 200, dag_id
+        for task_id, task in dag["tasks"].items():
+            assert "`lakecep " in task["doc_md"], (dag_id, task_id)
+    pipeline = parsed["dags"]["lakecep_pipeline"]
+    for word in ("One gold task per query", "--query", "extra", "versions", "LAKECEP_HOME",
+                 "LAKECEP_PYTHON_BIN"):
+        assert word in pipeline["doc_md"], word
+
+
+def test_dags_assume_no_repository(parsed: dict) -> None:
+    """Nothing points at the checkout: no REPO_ROOT, no repository .venv, no cwd=."""
+    assert "REPO_ROOT" not in parsed["shared_names"]
+    for path in DAGS.glob("*.py"):
+        text = path.read_text()
+        for word in ("REPO_ROOT", ".venv", "parent.parent", "cwd=str("):
+            assert word not in text, (path.name, word)
+
+
+def test_jobs_run_with_airflows_python_in_lakecep_home(tmp_path: Path,
+                                                        base_env: dict[str, str]) -> None:
+    """Interpreter: $LAKECEP_PYTHON_BIN, else Airflow's own; working directory: $LAKECEP_HOME
+    (required, created, made absolute), never the repository."""
+    script = textwrap.dedent(
+        """
+        import json, os, sys
+        from lakecep.dags import lakecep_tasks as t
+        out = {"python": t.lakecep_python(), "executable": sys.executable}
+        os.environ["LAKECEP_PYTHON_BIN"] = "/opt/other/python"
+        out["configured"] = t.lakecep_python()
+        try:
+            t.lakecep_home()
+        except RuntimeError as exc:
+            out["no_home"] = str(exc)
+        os.environ["LAKECEP_HOME"] = "relative/lake"
+        out["home"] = str(t.lakecep_home())
+        out["home_is_dir"] = os.path.isdir(out["home"])
+        print(json.dumps(out))
+        """
+    )
+    env = dict(base_env)
+    env["AIRFLOW_HOME"] = str(tmp_path / "airflow")
+    result = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["python"] == out["executable"]
+    assert out["configured"] == "/opt/other/python"
+    assert "LAKECEP_HOME is not set" in out["no_home"] and "docs/airflow.md" in out["no_home"]
+    assert out["home"] == str(tmp_path / "relative" / "lake") and out["home_is_dir"]
 
 
 def test_tuning_dag_present(parsed: dict) -> None:
@@ -274,8 +399,8 @@ def test_tuning_assets(parsed: dict) -> None:
 
 def test_tuning_tasks_run_their_jobs(parsed: dict) -> None:
     tasks = parsed["dags"]["lakecep_tuning"]["tasks"]
-    assert tasks["statistics"]["runs_jobs"] == [["statistics", "scheduled__test"]]
-    assert tasks["tune"]["runs_jobs"] == [["tune", "scheduled__test"]]
+    assert tasks["statistics"]["runs_jobs"]["calls"] == [["statistics", "scheduled__test"]]
+    assert tasks["tune"]["runs_jobs"]["calls"] == [["tune", "scheduled__test"]]
 
 
 def test_retries_are_short(parsed: dict) -> None:

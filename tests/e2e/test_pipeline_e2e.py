@@ -22,7 +22,9 @@ pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 DAG_ID = "lakecep_pipeline"
-TASKS = ["bronze", "silver", "optimize", "gold", "quality"]
+TASKS = ["bronze", "silver", "optimize", "queries", "gold", "quality"]
+#: the job of each task that runs one (gold: one mapped task per shipped query)
+JOBS = ["bronze", "silver", "optimize", "gold rfid_abc", "gold rfid_transit", "quality"]
 LOGICAL_DATE = "2026-01-01T00:00:00+00:00"
 
 
@@ -33,8 +35,8 @@ def test_dags_test_exits_zero(pipeline_run: dict) -> None:
         f"{result.stdout[-6000:]}\n{result.stderr[-4000:]}"
     )
     # Each job's output was streamed into the task log (dags test prints it).
-    for task_id in TASKS:
-        assert f"lakecep: job '{task_id}' finished (exit 0)" in result.stdout + result.stderr
+    for job in JOBS:
+        assert f"lakecep: job '{job}' finished (exit 0)" in result.stdout + result.stderr
 
 
 def test_run_and_tasks_succeeded(pipeline_run: dict) -> None:
@@ -48,8 +50,46 @@ def test_run_and_tasks_succeeded(pipeline_run: dict) -> None:
 
     states = run_airflow(env, "tasks", "states-for-dag-run", DAG_ID, run["run_id"], "-o", "json")
     assert states.returncode == 0, states.stderr[-3000:]
-    by_task = {row["task_id"]: row["state"] for row in json_rows(states.stdout)}
+    states_rows = json_rows(states.stdout)
+    by_task = {row["task_id"]: row["state"] for row in states_rows}
     assert by_task == dict.fromkeys(TASKS, "success")
+    # gold ran as one mapped task instance per query
+    assert sorted(str(row.get("map_index")) for row in states_rows
+                  if row["task_id"] == "gold") == ["0", "1"]
+
+
+def test_asset_events_carry_counts_and_versions(pipeline_run: dict) -> None:
+    """The asset events Airflow recorded hold each job's row counts and Delta versions."""
+    import sqlite3
+
+    db = Path(pipeline_run["env"]["AIRFLOW_HOME"]) / "airflow.db"
+    with sqlite3.connect(db) as connection:
+        rows = connection.execute(
+            "SELECT a.uri, e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+            "ORDER BY e.id").fetchall()
+    events: dict[str, list[dict]] = {}
+    for uri, extra in rows:
+        events.setdefault(uri, []).append(json.loads(extra) if extra else {})
+    assert sorted(events) == ["lakecep://bronze/events", "lakecep://gold/complex_events",
+                              "lakecep://gold/quality_results", "lakecep://silver/events"]
+    settings = load_settings({"LAKECEP_HOME": str(pipeline_run["lake_home"])})
+    truth = json.loads((settings.truth_dir / "truth.json").read_text())
+    (bronze,) = events["lakecep://bronze/events"]
+    assert bronze["rows_out"] == truth["counts"]["lines_written"]
+    assert bronze["versions"]["bronze.events"]
+    (silver,) = events["lakecep://silver/events"]
+    assert silver["rows_in"] == bronze["rows_out"]
+    assert silver["quarantined"] > 0 and silver["duplicates"] == truth["counts"]["duplicates"]
+    assert set(silver["versions"]) == {"silver.events", "silver.quarantine", "silver.duplicates"}
+    gold = {e["query"]: e for e in events["lakecep://gold/complex_events"]}
+    assert sorted(gold) == ["rfid_abc", "rfid_transit"]
+    for query, event in gold.items():
+        # each query's own stream read all of silver once; its matches are in the versions
+        assert event["rows_in"] == silver["rows_out"], query
+        assert event["rows_out"] >= len(truth[query]), query  # (+ rows superseded later)
+        assert event["versions"]["gold.complex_events"], query
+    (quality,) = events["lakecep://gold/quality_results"]
+    assert quality["rows_out"] > 0 and quality["run_id"] == gold["rfid_abc"]["run_id"]
 
 
 def test_delta_tables_exist(pipeline_run: dict) -> None:

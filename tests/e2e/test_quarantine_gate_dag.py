@@ -3,7 +3,7 @@ lakecep_pipeline`` over three landed lines that all fail the event contract (wit
 ``quarantine_gate_min_rows = 1``, so a tiny batch is judged). bronze succeeds, silver fails
 once -- no retry: the same batch would fail again -- with the gate's one line in its task
 log, the rest never runs and the run is ``failed``. Cost: two job processes (bronze,
-silver) and no data to speak of."""
+silver) and one `lakecep validate` (the queries task), no data to speak of."""
 
 from __future__ import annotations
 
@@ -40,6 +40,10 @@ def test_a_fully_quarantined_batch_fails_the_dag_run_at_silver(airflow_env: dict
     states = run_airflow(env, "tasks", "states-for-dag-run", DAG_ID, runs[0]["run_id"],
                          "-o", "json")
     by_task = {row["task_id"]: row["state"] for row in json_rows(states.stdout)}
+    # (queries, which lists the gold queries, runs beside bronze and succeeds; the mapped
+    # gold task is never expanded)
     assert by_task == {"bronze": "success", "silver": "failed", "optimize": "upstream_failed",
-                       "gold": "upstream_failed", "quality": "upstream_failed"}
-    assert log.count("lakecep: running") == 2  # bronze and silver once each: no retry
+                       "queries": "success", "gold": "upstream_failed",
+                       "quality": "upstream_failed"}
+    # bronze and silver once each (no retry), and queries' `lakecep validate`
+    assert log.count("lakecep: running") == 3

@@ -153,3 +153,58 @@ def test_live_archive_late_archive_events_and_every_strategy(spark, local) -> No
             assert record["rows_loaded"] == 4  # t4's A, B and t5's A, B
     assert found["llaa"] == [(("e3",), ("e1", "e2"), 1), (("e4",), ("e5", "e6"), 1)]
     assert all(v == found["llaa"] for v in found.values()), found
+
+
+def test_per_query_streams_equal_the_stream_of_every_query(spark, settings,  # noqa: ANN001
+                                                            tmp_path: Path) -> None:
+    """``lakecep run gold --query`` (one Airflow task per query): each query as its own
+    stream, with its own checkpoint, batch after batch, finds what the stream of every query
+    finds; a re-run reads nothing; the other queries' stored state is left alone; and on a
+    lake that ran the stream of every query, a query's first own run continues from there."""
+    import shutil
+
+    from lakecep.jobs import live_step
+
+    per = dataclasses.replace(settings, home=tmp_path / "per")
+    ids = ("rfid_abc", "rfid_transit")
+    batches = [
+        [read(1, "t1", "A", 0), read(2, "t1", "B", 2), read(3, "t1", "C", 4),
+         read(7, "t3", "A", 1), read(9, "t3", "C", 3), read(10, "t1", "D", 6)],
+        [read(8, "t3", "B", 2), read(11, "t3", "D", 5)],   # completes t3 (late B)
+    ]
+    for n, lines in enumerate(batches):
+        per.landing.mkdir(parents=True, exist_ok=True)
+        (per.landing / f"f{n}.jsonl").write_text("\n".join(lines) + "\n")
+        bronze.run(spark, per)
+        silver.run(spark, per)
+        runs = {q: gold.run(spark, per, query_id=q) for q in ids}
+        assert {q: r.input_rows for q, r in runs.items()} == dict.fromkeys(ids, len(lines))
+        # rfid_abc's own run kept rfid_transit's partial matches (and the reverse)
+        state = LakeTable(spark, per, live_step.TABLE).read()
+        assert state.where("query_id = 'rfid_transit'").count() > 0
+    found = gold_rows(spark, per)
+    assert {("rfid_abc", ("e1", "e2", "e3")), ("rfid_abc", ("e7", "e8", "e9"))} <= set(found)
+    assert sorted(p.name for p in per.checkpoints.iterdir()) == sorted(
+        ["bronze_events", "silver_events", *(gold.stream_name(q) for q in ids)])
+
+    # Exactly once: a re-run of one query reads nothing and writes no gold version.
+    version = LakeTable(spark, per, "gold.complex_events").version()
+    assert gold.run(spark, per, query_id="rfid_abc").input_rows == 0
+    assert LakeTable(spark, per, "gold.complex_events").version() == version
+
+    # The stream of every query over the same silver (a copy of the lake without gold)
+    # finds the same complex events.
+    shared = dataclasses.replace(settings, home=tmp_path / "shared")
+    shutil.copytree(per.home, shared.home, ignore=shutil.ignore_patterns("gold*"))
+    gold.run(spark, shared)
+    assert set(gold_rows(spark, shared)) == set(found)
+
+    # Migration: that lake's first per-query run starts where the stream of every query
+    # stopped (seeded checkpoint: nothing re-read), with its own writer id.
+    assert gold.run(spark, shared, query_id="rfid_abc").input_rows == 0
+    seeded = shared.checkpoint(gold.stream_name("rfid_abc"))
+    assert (seeded / "lakecep_writer_id").read_text() != (
+        shared.checkpoint(gold.QUERY) / "lakecep_writer_id").read_text()
+
+    with pytest.raises(ValueError, match="no such query"):
+        gold.run(spark, per, query_id="no_such_query")

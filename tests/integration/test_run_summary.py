@@ -42,6 +42,16 @@ def test_summary_rows_match_the_tables(spark, settings, tmp_path: Path) -> None:
     assert first_silver.rows_out == count("silver.events") == 5
     assert first_silver.quarantined == count("silver.quarantine") == 1
     assert first_silver.duplicates == count("silver.duplicates") == 2
+    # ... and the Delta versions each wrote (what the Airflow asset events carry)
+    def version(table: str) -> int:
+        return LakeTable(spark, local, table).version()
+
+    # (a new lake: version 0 creates the table, the stream's commits follow)
+    assert first_bronze.versions == {"bronze.events": list(range(version("bronze.events") + 1))}
+    assert set(first_silver.versions) == {"silver.events", "silver.quarantine",
+                                          "silver.duplicates"}
+    for table, written in first_silver.versions.items():
+        assert written == list(range(version(table) + 1)), table
     # gold reads each new silver row once (Spark counts a batch's rows per scan of it)
     before = run_summary.versions(local, "gold")
     gold_row = run_summary.summarise(local, "gold", gold.run(spark, local), 1.0, before)
@@ -51,6 +61,8 @@ def test_summary_rows_match_the_tables(spark, settings, tmp_path: Path) -> None:
     before = run_summary.versions(local, "silver")
     again = run_summary.summarise(local, "silver", silver.run(spark, local), 0.1, before)
     assert (again.rows_in, again.rows_out, again.quarantined) == (0, 0, 0)
+    assert again.versions == {"silver.events": [], "silver.quarantine": [],
+                              "silver.duplicates": []}
 
     screen = Console(width=140, record=True)
     screen.print(console.summary_table([r.as_dict() for r in rows]))

@@ -157,6 +157,20 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bogus"]) == 2
 
 
+def test_run_query_is_checked_before_spark_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`lakecep run gold --query` names a shipped query; anything else is one line with a
+    hint, and an unknown id exits 3 (the same input fails again: Airflow does not retry)."""
+    monkeypatch.setenv("LAKECEP_HOME", str(tmp_path))
+    assert main(["run", "silver", "--query", "rfid_abc"]) == 2
+    assert "--query selects a gold query" in capsys.readouterr().err
+    assert main(["run", "gold", "--query", "rfid_abz"]) == 3
+    err = capsys.readouterr().err
+    assert "lakecep run: error: no query 'rfid_abz'" in err
+    assert "rfid_abc, rfid_transit" in err
+
+
 def test_job_registry_has_every_job_with_one_signature() -> None:
     """`lakecep run <job>` finds every job in the explicit registry, and each job's ``run``
     takes ``(spark, settings, *, run_id=None, continuous=False)``."""

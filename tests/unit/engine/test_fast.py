@@ -162,18 +162,14 @@ def test_measure_and_key_dtypes(dtype: str) -> None:
 
 
 @pytest.mark.parametrize("text, reason", [
-    ("PATTERN (A | B) DEFINE A AS v > 1", "concatenation"),
     ("PATTERN (A B+) DEFINE B AS v > A.v", "reads variable A"),
     ("PATTERN (A B+) DEFINE B AS v > FIRST(B.v)", "FIRST"),
     ("PATTERN (A B+) DEFINE B AS SUM(B.v) < 10", "SUM"),
     ("PATTERN (A B+) DEFINE B AS v > PREV(A.v)", "PREV of variable A"),
     ("PATTERN (A B+) DEFINE B AS CLASSIFIER() = 'B'", "CLASSIFIER"),
-    ("PATTERN ((A B)+)", "concatenation"),
-    ("PATTERN (^ A B)", "concatenation"),
-    ("PATTERN (A {- B -} C)", "concatenation"),
-    ("PATTERN (PERMUTE(A, B))", "concatenation"),
     ("PATTERN (A B) SKIP TILL NEXT MATCH", "SKIP TILL"),
     ("PATTERN (A NOT B C) SKIP TILL NEXT MATCH", "SKIP TILL"),
+    ("PATTERN (A B NOT C) WITHIN 5", "negation"),
     ("PATTERN (A B C) WITHIN 5 EMIT TIMEOUTS", "EMIT TIMEOUTS"),
 ])
 def test_ineligible_queries_fall_back(text: str, reason: str) -> None:
@@ -185,11 +181,14 @@ def test_ineligible_queries_fall_back(text: str, reason: str) -> None:
                                engine="fast")
 
 
-def test_all_rows_with_unmatched_rows_falls_back() -> None:
-    q = cep_core.compile_query("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts ALL ROWS PER "
-                               "MATCH WITH UNMATCHED ROWS PATTERN (A B))")
-    assert q.engine == "general"
-    assert q.plan == "general: ALL ROWS PER MATCH WITH UNMATCHED ROWS"
+@pytest.mark.parametrize("text", [
+    "PATTERN (A | B) DEFINE A AS v > 1", "PATTERN ((A B)+)", "PATTERN (^ A B)",
+    "PATTERN (A {- B -} C)", "PATTERN (PERMUTE(A, B))",
+    "ALL ROWS PER MATCH WITH UNMATCHED ROWS PATTERN (A B)"])
+def test_other_patterns_run_on_the_compiled_automaton(text: str) -> None:
+    q = cep_core.compile_query(f"SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts {text})")
+    assert q.engine == "fast"
+    assert q.plan.startswith("compiled: automaton"), q.plan
 
 
 def test_all_rows_per_match_on_the_fast_path() -> None:

@@ -1,0 +1,250 @@
+"""The compiled matching kernel (numba): the automaton of :mod:`cep_core.compile.nfa`
+run over per-row condition bits, for every partition and start row, with the AFTER MATCH
+SKIP chain, WITHIN and unmatched rows -- the same matches as the backtracking matcher
+(:mod:`cep_core.runtime.matcher`), found without backtracking.
+
+One attempt (from a start row) is a Pike-VM run: the live threads at a row are kept in
+preference order, each a state plus a node of its path (the states it consumed, shared
+between threads as a tree). A thread that consumes the row follows its closure; a thread
+reaching ACCEPT records the match and cuts every less preferred thread; two threads in the
+same state at the same row keep the preferred one. The match is the last one recorded
+when no thread is left, which is the first accepted path of the depth-first matcher.
+
+Without WITHIN, the (state, row) pairs visited by an attempt that found nothing cannot lead
+to a match from any start row (conditions depend on the row only), so later attempts drop
+threads that reach them: every (state, row) pair is expanded a bounded number of times,
+which keeps patterns like ``(A+)+ B`` linear.
+
+This module imports numba; it is only imported when a query runs on the kernel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit  # type: ignore[import-untyped, unused-ignore]
+
+# Skip kinds as the kernel takes them.
+PAST_LAST_ROW, TO_NEXT_ROW, TO_FIRST, TO_LAST = 0, 1, 2, 3
+MEMO_LIMIT = 1 << 24  # (rows + 1) x states of a partition for cross-attempt memoisation
+
+
+@njit(cache=True)
+def _grow(a: np.ndarray, need: int) -> np.ndarray:  # pragma: no cover - compiled
+    if need <= len(a):
+        return a
+    size = max(need, 2 * len(a) + 16)
+    b = np.empty(size, dtype=a.dtype)
+    b[:len(a)] = a
+    return b
+
+
+@njit(cache=True, inline="always")
+def _enter(memo: bool, marks: np.ndarray, failed: np.ndarray, stamp: np.ndarray, m_i: int,
+           t: int, start: int, step: int) -> bool:  # pragma: no cover - compiled
+    """Whether a thread may enter state ``t`` (and mark it entered). With ``memo`` the mark
+    is per (row, state) at index ``m_i`` and holds the attempt's start: refused if this
+    attempt was there already or an attempt that failed was; otherwise per state, once per
+    ``step``."""
+    if memo:
+        m = marks[m_i]
+        if m == start or (m >= 0 and failed[m]):
+            return False
+        marks[m_i] = start
+        return True
+    if stamp[t] == step:
+        return False
+    stamp[t] = step
+    return True
+
+
+@njit(cache=True)
+def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: bool,
+        state_var: np.ndarray, ptr: np.ndarray, targets: np.ndarray, skip_kind: int,
+        skip_mask: np.int64, report_unmatched: bool, memo_limit: int,
+        first: np.ndarray, covered_from: np.ndarray, begin: np.ndarray, open_: bool,
+        touches_end: np.ndarray, stops: np.ndarray
+        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                   int]:  # pragma: no cover - compiled
+    """Matches of every partition ``bounds[j]..bounds[j+1]-1``, from its row ``first[j]``
+    (rows below ``covered_from[j]`` count as covered by a match; '^' matches at row
+    ``begin[j]``).
+
+    Returns (start, end, number, unmatched flag) per output record, the states of the
+    matched rows (concatenated, ``end - start`` per match, none for unmatched rows), and
+    the index of a record whose AFTER MATCH SKIP target is invalid (-1: none; matching
+    stopped there).
+
+    ``open_`` (incremental matching): more rows may follow each partition; the first
+    attempt whose outcome depends on them (a thread still alive after the last row, or a
+    '$' passed there) stops the partition, and ``stops[j]`` is set to its start row (else
+    to the end of the partition)."""
+    n_states = len(state_var)
+    accept = n_states
+    o_start = np.empty(16, dtype=np.int64)
+    o_end = np.empty(16, dtype=np.int64)
+    o_num = np.empty(16, dtype=np.int64)
+    o_unm = np.empty(16, dtype=np.bool_)
+    o_lab = np.empty(16, dtype=np.int32)
+    n_out = 0
+    n_lab = 0
+    cur_s = np.empty(n_states + 1, dtype=np.int64)
+    cur_n = np.empty(n_states + 1, dtype=np.int64)
+    nxt_s = np.empty(n_states + 1, dtype=np.int64)
+    nxt_n = np.empty(n_states + 1, dtype=np.int64)
+    node_parent = np.empty(64, dtype=np.int64)
+    node_state = np.empty(64, dtype=np.int64)
+    stamp = np.full(n_states + 1, -1, dtype=np.int64)
+    step = 0
+    failed = np.zeros(len(bits) + 1, dtype=np.bool_)
+    var_bit = np.empty(n_states, dtype=np.uint64)
+    for k in range(n_states):
+        var_bit[k] = np.uint64(1) << np.uint64(state_var[k])
+    for j in range(len(bounds) - 1):
+        lo = bounds[j]
+        hi = bounds[j + 1]
+        memo = (not has_window) and (hi - lo + 1) * n_states <= memo_limit
+        marks = np.full((hi - lo + 1) * n_states if memo else 1, -1, dtype=np.int64)
+        start = first[j]
+        covered = covered_from[j]
+        number = 0
+        stops[j] = hi
+        at_begin = begin[j]
+        while start < hi:
+            # ---- one attempt from `start`
+            limit = hi
+            if has_window:
+                limit = min(hi, horizon[start])
+            n_nodes = 0
+            best_end = -1
+            best_node = -1
+            pos = start
+            step += 1
+            n_cur = 0
+            touched = False
+            case = (2 if pos == at_begin else 0) + (1 if pos == hi else 0)
+            i = case
+            for t_i in range(ptr[i], ptr[i + 1]):
+                t = targets[t_i]
+                if t == accept:
+                    best_end = pos
+                    best_node = -1
+                    break
+                if not _enter(memo, marks, failed, stamp, (pos - lo) * n_states + t, t,
+                              start, step):
+                    continue
+                cur_s[n_cur] = t
+                cur_n[n_cur] = -1
+                n_cur += 1
+            while n_cur > 0:
+                step += 1
+                n_nxt = 0
+                if pos == hi and open_:
+                    touched = True  # the thread waits for the next row
+                    break
+                if pos < limit:
+                    b = bits[pos]
+                    case = (2 if pos + 1 == at_begin else 0) + (1 if pos + 1 == hi else 0)
+                    for c in range(n_cur):
+                        s = cur_s[c]
+                        if (b & var_bit[s]) == 0:
+                            continue
+                        if n_nodes == len(node_parent):
+                            node_parent = _grow(node_parent, n_nodes + 1)
+                            node_state = _grow(node_state, n_nodes + 1)
+                        node_parent[n_nodes] = cur_n[c]
+                        node_state[n_nodes] = s
+                        node = n_nodes
+                        n_nodes += 1
+                        i = (s + 1) * 4 + case
+                        if open_ and touches_end[i]:
+                            touched = True
+                        accepted = False
+                        for t_i in range(ptr[i], ptr[i + 1]):
+                            t = targets[t_i]
+                            if t == accept:
+                                best_end = pos + 1
+                                best_node = node
+                                accepted = True
+                                break
+                            if not _enter(memo, marks, failed, stamp,
+                                          (pos + 1 - lo) * n_states + t, t, start, step):
+                                continue
+                            nxt_s[n_nxt] = t
+                            nxt_n[n_nxt] = node
+                            n_nxt += 1
+                        if accepted:
+                            break  # less preferred threads are cut
+                tmp_s = cur_s
+                cur_s = nxt_s
+                nxt_s = tmp_s
+                tmp_n = cur_n
+                cur_n = nxt_n
+                nxt_n = tmp_n
+                n_cur = n_nxt
+                pos += 1
+            # ---- record the outcome
+            if touched:
+                stops[j] = start
+                break
+            if best_end < 0:
+                if memo:
+                    failed[start] = True
+                if report_unmatched and start >= covered:
+                    need = n_out + 1
+                    o_start = _grow(o_start, need)
+                    o_end = _grow(o_end, need)
+                    o_num = _grow(o_num, need)
+                    o_unm = _grow(o_unm, need)
+                    o_start[n_out] = start
+                    o_end[n_out] = start
+                    o_num[n_out] = 0
+                    o_unm[n_out] = True
+                    n_out += 1
+                start += 1
+                continue
+            number += 1
+            need = n_out + 1
+            o_start = _grow(o_start, need)
+            o_end = _grow(o_end, need)
+            o_num = _grow(o_num, need)
+            o_unm = _grow(o_unm, need)
+            o_start[n_out] = start
+            o_end[n_out] = best_end
+            o_num[n_out] = number
+            o_unm[n_out] = False
+            n_out += 1
+            length = best_end - start
+            o_lab = _grow(o_lab, n_lab + length)
+            node = best_node
+            for r in range(length - 1, -1, -1):
+                o_lab[n_lab + r] = node_state[node]
+                node = node_parent[node]
+            first_lab = n_lab
+            n_lab += length
+            if length > 0:
+                covered = max(covered, best_end)
+            elif report_unmatched:
+                covered = max(covered, start + 1)
+            if length == 0 or skip_kind == TO_NEXT_ROW:
+                start += 1
+            elif skip_kind == PAST_LAST_ROW:
+                start = best_end
+            else:
+                target = -1
+                if skip_kind == TO_FIRST:
+                    for r in range(length):
+                        v = state_var[o_lab[first_lab + r]]
+                        if (skip_mask >> v) & 1:
+                            target = start + r
+                            break
+                else:
+                    for r in range(length - 1, -1, -1):
+                        v = state_var[o_lab[first_lab + r]]
+                        if (skip_mask >> v) & 1:
+                            target = start + r
+                            break
+                if target < 0 or target == start:
+                    return (o_start[:n_out], o_end[:n_out], o_num[:n_out], o_unm[:n_out],
+                            o_lab[:n_lab], n_out - 1)
+                start = target
+    return o_start[:n_out], o_end[:n_out], o_num[:n_out], o_unm[:n_out], o_lab[:n_lab], -1
