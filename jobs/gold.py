@@ -432,9 +432,8 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
             # alerts before gold: every alerting row of gold has its alert (docs/alerts.md)
             new_alerts = (alerts.record(spark, settings, rows, alert_ids, batch_id, detected)
                           if any(counts.get(q) for q in alert_ids) else 0)
-            appended = 0
+            appended = sum(step.stats["appended"] for step in found.pattern_steps)
             if found.append is not None:
-                appended = found.append.count()
                 if appended:  # new match ids only: an idempotent append, no MERGE
                     LakeTable(spark, settings, "gold.complex_events").append(
                         found.append, f"{writer}/pattern", batch_id)

@@ -175,7 +175,11 @@ def bucket_step(query: PatternQuery, settings: Settings, key: str, version: int,
                                        "match_id": mid})
                     superseded += 1
         history_rows = int(events[REPLAY].astype(bool).sum())
+        times = [int(t) for t in step.last_time.values() if t is not None]
         state_rows.append({"kind": "stats", "stats": json.dumps({
+            "appended": replayed.count(False),
+            "newest": max(times, default=None), "oldest": min(times, default=None),
+            "unknown_time": sum(1 for g in step.groups if g not in step.last_time),
             "keys": len(step.last_time), "replayed": len(replay),
             "new_keys": len({g for g in step.last_time if str(g) not in before}
                             - replay),
@@ -234,6 +238,11 @@ class PatternStep:
     state: Any  # new hot and key rows
     stats: dict[str, int] = field(default_factory=dict)
     replayed: list[str] = field(default_factory=list)  # replay keys as partition_key text
+    #: newest and oldest event time (ns) of the key rows after this batch (stored or new;
+    #: None: no key row) and whether some key row may have no time (see :func:`save_state`)
+    newest: int | None = None
+    oldest: int | None = None
+    untimed: bool = False
 
 
 def find_pattern(spark, settings: Settings, query: PatternQuery, key: str, new_events,  # noqa: ANN001, PLR0913
@@ -242,11 +251,17 @@ def find_pattern(spark, settings: Settings, query: PatternQuery, key: str, new_e
 
     buckets = settings.partial_match_buckets
     time = query.compiled().match.order_by[0].column.name  # type: ignore[attr-defined]
+    # the query's state is small and read three times: one scan of the Delta table
     state = LakeTable(spark, settings, TABLE).ensure().read().where(
-        (F.col("query_id") == query.id) & (F.col("fingerprint") == fingerprint(query, settings)))
+        (F.col("query_id") == query.id) & (F.col("fingerprint") == fingerprint(query, settings))
+    ).localCheckpoint(eager=True)
+    is_key = F.col("kind") == "key"
     marks = state.agg(F.max("batch_id"), F.count(F.lit(1)),
-                      F.max(F.when(F.col("kind") == "query", F.col("last_time")))).first()
-    newest_batch, rows_stored, expired_before = marks
+                      F.max(F.when(F.col("kind") == "query", F.col("last_time"))),
+                      F.max(F.when(is_key, F.col("last_time"))),
+                      F.min(F.when(is_key, F.col("last_time"))),
+                      F.count(F.when(is_key & F.col("last_time").isNull(), 1))).first()
+    newest_batch, rows_stored, expired_before, stored_newest, stored_oldest, no_time = marks
     rerun = newest_batch is not None and newest_batch >= batch_id
     bootstrap = not rows_stored  # the query's first batch: keys may have history
     # an unknown key may be an expired one: events that could share a WITHIN window with
@@ -263,10 +278,13 @@ def find_pattern(spark, settings: Settings, query: PatternQuery, key: str, new_e
          | F.coalesce(F.col("t_min") <= F.col("last_time"), F.lit(False))  # NULL: new key
          ).alias(REPLAY)).localCheckpoint(eager=True)
     in_order = classified.where(~F.col(REPLAY))
+    replay_keys = [k for (k,) in classified.where(F.col(REPLAY)).select(key).collect()]
     events = new_events.join(in_order.select(key), key, "left_semi").withColumn(
-        REPLAY, F.lit(False)).unionByName(
-        history.join(classified.where(F.col(REPLAY)).select(key), key, "left_semi")
-        .withColumn(REPLAY, F.lit(True)))
+        REPLAY, F.lit(False))
+    if replay_keys:  # else silver history is not even scanned
+        events = events.unionByName(
+            history.join(F.broadcast(classified.where(F.col(REPLAY)).select(key)), key,
+                         "left_semi").withColumn(REPLAY, F.lit(True)))
     state_in = state.where(F.col("kind") == "hot").join(
         classified.select(F.col(BUCKET).alias("bucket")).distinct(), "bucket", "left_semi",
     ).select("bucket", "kind", "key", "record", "pending_ids").unionByName(
@@ -277,25 +295,34 @@ def find_pattern(spark, settings: Settings, query: PatternQuery, key: str, new_e
         state_in.groupBy("bucket")).applyInPandas(
         bucket_step(query, settings, key, version, batch_id, detected), OUT_DDL
     ).localCheckpoint(eager=True)
-    totals = dict.fromkeys(STAT_NAMES, 0)
-    for (text,) in out.where(F.col("kind") == "stats").select("stats").collect():
-        for name, value in json.loads(text).items():
+    totals = dict.fromkeys((*STAT_NAMES, "appended", "unknown_time"), 0)
+    supersede: list[str] = []
+    replayed = [key_text([k]) for k in replay_keys]
+    newest, oldest = [stored_newest], [stored_oldest]
+    for kind, text, mid in out.where(F.col("kind").isin("stats", "supersede")).select(
+            "kind", "stats", "match_id").collect():  # one collect of the small rows
+        if kind == "supersede":
+            supersede.append(mid)
+            continue
+        stats = json.loads(text)
+        newest.append(stats.pop("newest"))
+        oldest.append(stats.pop("oldest"))
+        for name, value in stats.items():
             totals[name] += int(value)
     gold_cols = schemas.columns(GOLD)
     rows = out.where(F.col("kind") == "gold")
-    supersede = [r.match_id for r in
-                 out.where(F.col("kind") == "supersede").select("match_id").collect()]
-    replayed = sorted(key_text([k]) for (k,) in
-                      classified.where(F.col(REPLAY)).select(key).collect())
     return PatternStep(query, key, rows.where(~F.col("replayed")).select(*gold_cols),
-                       rows.where(F.col("replayed")).select(*gold_cols), supersede,
-                       out.where(F.col("kind").isin("hot", "key")), totals, replayed)
+                       rows.where(F.col("replayed")).select(*gold_cols), sorted(supersede),
+                       out.where(F.col("kind").isin("hot", "key")), totals, sorted(replayed),
+                       max((t for t in newest if t is not None), default=None),
+                       min((t for t in oldest if t is not None), default=None),
+                       bool(no_time or totals["unknown_time"]))
 
 
 def save_state(spark, settings: Settings, step: PatternStep, batch_id: int,  # noqa: ANN001
                version: int, now: datetime) -> int:
-    """Merge the batch's new hot and key rows into gold.partial_matches, then remove the
-    key rows of expired keys; returns how many keys expired."""
+    """Write the batch's new hot and key rows to gold.partial_matches and remove the key
+    rows of expired keys in one MERGE (one Delta commit); returns how many keys expired."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
@@ -304,44 +331,47 @@ def save_state(spark, settings: Settings, step: PatternStep, batch_id: int,  # n
     common = [F.lit(batch_id).cast("bigint").alias("batch_id"),
               F.lit(version).cast("bigint").alias("history_version"),
               F.lit(pd.Timestamp(now).tz_localize(None)).alias("updated")]
+    columns = ("query_id", "fingerprint", "kind", "bucket", "key", "last_time", "record",
+               "keys_in_memory", "rows_in_memory", "pending_ids")
     rows = step.state.select(
-        F.lit(step.query.id).alias("query_id"), F.lit(print_).alias("fingerprint"), "kind",
-        "bucket", "key", "last_time", "record", "keys_in_memory", "rows_in_memory",
-        "pending_ids", *common)
-    match = ("t.query_id = s.query_id AND t.fingerprint = s.fingerprint AND t.kind = s.kind "
-             "AND t.bucket = s.bucket AND t.key = s.key")
-    update = {c: f"s.{c}" for c in schemas.columns(TABLE)}
-    update["last_time"] = "coalesce(s.last_time, t.last_time)"
-    update["pending_ids"] = "coalesce(s.pending_ids, t.pending_ids)"
-
-    def merge(source) -> None:  # noqa: ANN001
-        (DeltaTable.forPath(spark, table.path).alias("t").merge(source.alias("s"), match)
-         .whenMatchedUpdate(set=update).whenNotMatchedInsertAll().execute())
-
-    merge(rows)
+        F.lit(step.query.id).alias("query_id"), F.lit(print_).alias("fingerprint"),
+        *columns[2:], *common)
     window = within_ns(step.query)
-    mine = (F.col("query_id") == step.query.id) & (F.col("fingerprint") == print_)
-    newest = table.read().where(mine & (F.col("kind") == "key")).agg(
-        F.max("last_time")).first()[0]
-    if window is None or newest is None:
-        return 0
-    # a key with no event in the last WITHIN window: its stored rows can join no future
-    # match of an event newer than ``newest`` (older ones replay it, see find_pattern)
-    # (no last_time: an expired key's state that the bounded store spilled since)
-    gone = mine & (F.col("kind") == "key") & (F.col("last_time").isNull()
-                                              | (F.col("last_time") < int(newest) - window))
-    count = table.read().where(gone).count()
-    if count:
-        DeltaTable.forPath(spark, table.path).delete(gone)
-        merge(spark.createDataFrame(
-            [(step.query.id, print_, "query", -1, "", int(newest))],
+    # a key with no event in the last WITHIN window before the query's newest event: its
+    # stored rows can join no future match of a newer event (older ones replay it, see
+    # find_pattern); no last_time: an expired key's state that the bounded store spilled
+    cutoff = None if window is None or step.newest is None else step.newest - window
+    expiring = cutoff is not None and (step.untimed or (step.oldest is not None
+                                                        and step.oldest < cutoff))
+    if expiring:  # the query row: expired keys' late events replay them
+        rows = rows.unionByName(spark.createDataFrame(
+            [(step.query.id, print_, "query", -1, "", step.newest)],
             "query_id STRING, fingerprint STRING, kind STRING, bucket INT, key STRING, "
             "last_time BIGINT").select(
-            "*", F.lit(None).cast("binary").alias("record"),
+            *columns[:6], F.lit(None).cast("binary").alias("record"),
             F.lit(None).cast("int").alias("keys_in_memory"),
             F.lit(None).cast("bigint").alias("rows_in_memory"),
             F.lit(None).cast("array<string>").alias("pending_ids"), *common))
-    return count
+    mine = f"t.query_id = '{step.query.id}' AND t.fingerprint = '{print_}'"
+    match = (f"{mine} AND t.query_id = s.query_id AND t.fingerprint = s.fingerprint "
+             "AND t.kind = s.kind AND t.bucket = s.bucket AND t.key = s.key")
+    update = {c: f"s.{c}" for c in schemas.columns(TABLE)}
+    update["last_time"] = "coalesce(s.last_time, t.last_time)"
+    update["pending_ids"] = "coalesce(s.pending_ids, t.pending_ids)"
+    merge = DeltaTable.forPath(spark, table.path).alias("t").merge(rows.alias("s"), match)
+    if expiring and cutoff is not None:
+        last = "coalesce(s.last_time, t.last_time)"
+        merge = (merge.whenMatchedDelete(
+                     f"t.kind = 'key' AND ({last} IS NULL OR {last} < {cutoff})")
+                 .whenMatchedUpdate(set=update)
+                 .whenNotMatchedInsertAll(
+                     f"s.kind <> 'key' OR s.last_time >= {cutoff}")
+                 .whenNotMatchedBySourceDelete(f"{mine} AND t.kind = 'key' AND "
+                                               f"(t.last_time IS NULL OR t.last_time < {cutoff})"))
+    else:
+        merge = merge.whenMatchedUpdate(set=update).whenNotMatchedInsertAll()
+    metrics = merge.execute().first()
+    return int(metrics["num_deleted_rows"]) if expiring and metrics is not None else 0
 
 
 def supersede_pending(spark, settings: Settings, match_ids: list[str], query_id: str,  # noqa: ANN001

@@ -58,7 +58,7 @@ def test_incremental_pattern_gold_over_waves(spark, settings, tmp_path: Path, ca
     (queries / "rfid_abc.toml").write_text(
         (QUERIES_DIR / "rfid_abc.toml").read_text())
     local = dataclasses.replace(settings, home=tmp_path, queries_dir=str(queries),
-                                partial_match_buckets=2)
+                                partial_match_buckets=2, incremental_patterns=True)
     local.landing.mkdir(parents=True)
     logs = []
     for n, wave in enumerate(WAVES):
@@ -99,3 +99,32 @@ def test_incremental_pattern_gold_over_waves(spark, settings, tmp_path: Path, ca
     keys = {r.key: r for r in state.where((F.col("kind") == "key")
                                           & (F.col("query_id") == "a_bs")).collect()}
     assert len(keys["t4"].pending_ids) == 1  # A B B may still grow
+
+    # key expiry: t6's reads 15 h later leave every other key idle for more than both
+    # WITHIN windows (6 h, 10 h): their key rows go in the state's one MERGE, the query row
+    # records the newest time, and a late read of the expired t5 replays its history
+    for n, wave in enumerate([[(17, "t6", "A", 20), (18, "t6", "B", 21)],
+                              [(19, "t5", "B", 4.5)]], start=len(WAVES)):
+        (local.landing / f"w{n}.jsonl").write_text("\n".join(_line(*e) for e in wave) + "\n")
+        for job in (bronze, silver, gold):
+            job.run(spark, local)
+        logs.append(capsys.readouterr())
+    text = "".join(out.out + out.err for out in logs[len(WAVES):])
+    expiry = [line for line in text.splitlines() if "batch 3:" in line and "expired" in line]
+    assert len(expiry) == 2 and all("5 keys expired" in line for line in expiry), expiry
+    late = [line for line in text.splitlines() if "batch 4:" in line and "a_bs" in line
+            and "history rows read" in line]
+    assert "1 replayed from history" in late[0], late
+    state = LakeTable(spark, local, "gold.partial_matches").read().where(
+        F.col("query_id") == "a_bs").collect()
+    # t5 replayed, but its newest read is still 15 h behind t6's: expired again
+    assert {r.key for r in state if r.kind == "key"} == {"t6"}
+    newest = int((T0 + timedelta(hours=21) - datetime(1970, 1, 1)).total_seconds() * 1e9)
+    assert [r.last_time for r in state if r.kind == "query"] == [newest]
+    current = _current(spark, local)
+    a_bs = {ids for q, ids in current if q == "a_bs"}
+    assert ("e12", "e13", "e19") in a_bs and ("e12", "e13") not in a_bs
+    version = silver_events.version()
+    found = gold.detect(spark, gold.load_queries(queries), silver_events.read(),
+                        silver_events.as_of(version), version, 99, datetime.now(UTC), local)
+    assert {(r.query_id, tuple(r.live_event_ids)) for r in found.rows.collect()} == current
