@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import platform
 import re
 import shutil
@@ -99,6 +100,7 @@ def main() -> int:
                     "object_id").distinct()
                 read = silver_table.as_of(after).join(keys, "object_id", "left_semi").count()
             batches.append({"file": f.name, "gold_s": round(seconds, 3),
+                            "load_average_1m": round(os.getloadavg()[0], 2),
                             "history_rows_read": read, "silver_rows": history})
             print(f"{mode} {f.name}: gold {seconds:.1f}s, {read} history rows read, "
                   f"silver {history}", flush=True)
@@ -123,7 +125,7 @@ def main() -> int:
     }
     out = {"scenario": {"events": args.events, "lines_per_file": args.lines_per_file,
                         "history_files": args.history, "batches": n, "query": "rfid_abc"},
-           "machine": {"cpus": __import__("os").cpu_count(),
+           "machine": {"cpus": os.cpu_count(), "load_average_1_5_15_end": os.getloadavg(),
                        "python": platform.python_version(), "platform": platform.platform()},
            "summary": summary, "batches": results}
     args.out.mkdir(parents=True, exist_ok=True)
