@@ -47,6 +47,9 @@ from .gold_uncertain import merge_probabilistic, uncertain_rows
 from .gold_window import WindowSteps, commit_windows, window_steps
 from .gold_window import drop_stale as drop_stale_windows
 from .live_step import LiveStep, drop_stale, save_state
+from .match_state import PatternStep, find_pattern, supersede_pending, supported
+from .match_state import fingerprint as pattern_fingerprint
+from .match_state import save_state as save_pattern_state
 from .streaming import StreamRun, log, run_stream, writer_id
 from .tables import LakeTable, engine_columns
 
@@ -78,6 +81,12 @@ class Detection:
     #: per query: the partition keys whose whole answer ``rows`` holds (pattern queries:
     #: every touched key; live-archive queries: the keys replayed from history)
     recomputed: list[tuple[str, list[str]]] = field(default_factory=list)
+    #: incremental pattern queries' steps (:mod:`~lakecep.jobs.match_state`); their
+    #: in-order keys' rows are in ``rows`` and in ``append`` (appended, not MERGEd)
+    pattern_steps: list[PatternStep] = field(default_factory=list)
+    append: Any = None
+    #: ``rows`` without ``append``: what the insert-only MERGE writes
+    merge: Any = None
 
 
 #: What a per-query checkpoint takes from the checkpoint of every query (not the writer id:
@@ -114,11 +123,14 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
            batch_id: int, detected: datetime, settings: Settings, strategy: str = "",
            rbuffer: RecentBuffer | None = None,
            tuned: dict[str, Any] | None = None,
-           plans: AcquisitionPlans | None = None, stream: str | None = None) -> Detection:
+           plans: AcquisitionPlans | None = None,
+           incremental: dict[str, str] | None = None, stream: str | None = None) -> Detection:
     """Gold rows of every query for one batch of ``new_events`` over ``history`` (silver
     at the pinned ``version``). ``strategy`` overrides the live-archive queries' own;
     ``tuned`` is the tuned configuration in force (``lakecep.tuning``); ``plans`` the
     acquisition plans kept across batches (re-planned when the statistics run changes);
+    ``incremental``: pattern query id -> key column of the queries that keep partial-match
+    state (:mod:`~lakecep.jobs.match_state`; the others recompute touched keys' history).
     ``stream`` the gold stream's name (:func:`stream_name`, for the window state).
 
     Keys are hashed into buckets; each bucket is one engine call. With a tuned
@@ -131,6 +143,7 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
     history = history.select(*columns)
     found = Detection(None)
     results = []
+    appends: list[Any] = []
     pools = (tuned or {}).get("gold", {}).get("pools", {})
     context = spark.sparkContext
     for query in queries:
@@ -152,6 +165,13 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
             results.append(rows)
             assert plan_record is not None
             found.plans.append(plan_record)
+        elif isinstance(query, PatternQuery) and query.id in (incremental or {}):
+            step = find_pattern(spark, settings, query, (incremental or {})[query.id],
+                                new_events, history, version, batch_id, detected)
+            found.pattern_steps.append(step)
+            results.append(step.merge)
+            appends.append(step.append)
+            found.recomputed.append((query.id, step.replayed))
         elif isinstance(query, PatternQuery):
             rows, touched = pattern_rows(query, new_events, history, version, batch_id,
                                          detected, buckets)
@@ -172,13 +192,17 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
     windows = [q for q in queries if isinstance(q, WindowQuery)]
     if windows:
         found.windows = window_steps(spark, settings, windows, new_events, batch_id, stream)
-    if not results:
-        found.rows = spark.createDataFrame([], GOLD_DDL)
-        return found
-    out = results[0]
-    for frame in results[1:]:
-        out = out.unionByName(frame)
-    found.rows = out.dropDuplicates(["query_id", "match_id"])
+    def union(frames: list[Any]):  # noqa: ANN202
+        if not frames:
+            return spark.createDataFrame([], GOLD_DDL)
+        out = frames[0]
+        for frame in frames[1:]:
+            out = out.unionByName(frame)
+        return out
+
+    found.merge = union(results).dropDuplicates(["query_id", "match_id"])
+    found.append = union(appends) if appends else None
+    found.rows = found.merge if not appends else found.merge.unionByName(found.append)
     return found
 
 
@@ -330,7 +354,20 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
     rbuffer = RecentBuffer(settings.rbuffer_rows) if live_archive else None
     plans = AcquisitionPlans()
     columns = engine_columns(queries)
-    stale = drop_stale(spark, settings, live_archive, only=only)
+    silver_schema = silver.read().select(*columns).schema
+    incremental = {}
+    if settings.incremental_patterns:
+        for q in queries:
+            key = supported(q, silver_schema) if isinstance(q, PatternQuery) else None
+            if key is not None:
+                incremental[q.id] = key
+    if incremental:
+        log(f"{stream}: incremental pattern queries (partial matches in gold.partial_matches,"
+            f" history read only for late keys): {', '.join(sorted(incremental))}")
+    LakeTable(spark, settings, "gold.partial_matches").ensure().upgrade()
+    stale = drop_stale(spark, settings, live_archive, {
+        q.id: pattern_fingerprint(q, settings) for q in queries
+        if isinstance(q, PatternQuery) and q.id in incremental}, only=only)
     if stale:
         log(f"{stream}: dropped the stored partial matches of {stale} changed or removed "
             "live-archive queries (their keys are replayed from silver history)")
@@ -397,16 +434,24 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
             rbuffer.update(history, version, batch, columns)
         found = detect(spark, queries, batch, history, version, batch_id, detected, settings,
                        strategy=settings.live_archive_strategy, rbuffer=rbuffer, tuned=tuned,
-                       plans=plans, stream=stream)
+                       plans=plans, incremental=incremental, stream=stream)
         rows = found.rows.persist()
         try:
             counts = dict(rows.groupBy("query_id").count().collect())
             # alerts before gold: every alerting row of gold has its alert (docs/alerts.md)
             new_alerts = (alerts.record(spark, settings, rows, alert_ids, batch_id, detected)
                           if any(counts.get(q) for q in alert_ids) else 0)
-            if counts:  # a MERGE of nothing still costs a Delta commit (seconds)
-                merge_into_gold(spark, settings, rows)
+            appended = sum(step.stats["appended"] for step in found.pattern_steps)
+            if found.append is not None:
+                if appended:  # new match ids only: an idempotent append, no MERGE
+                    LakeTable(spark, settings, "gold.complex_events").append(
+                        found.append, f"{writer}/pattern", batch_id)
+            if sum(counts.values()) > appended:  # a MERGE of nothing costs a commit
+                merge_into_gold(spark, settings, found.merge)
             superseded, restored = supersede(spark, settings, rows, found.recomputed, version)
+            for step in found.pattern_steps:
+                supersede_pending(spark, settings, step.supersede, step.query.id, version)
+                superseded += len(step.supersede)
             if superseded or restored:
                 log(f"{stream}: batch {batch_id}: {superseded} complex events superseded "
                     f"(late events broke them), {restored} current again")
@@ -436,6 +481,15 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                     f"watermark {mark.isoformat()}")
             if steps:
                 log(f"{stream}: batch {batch_id}: {window_rows} rows to gold.window_outputs")
+            for pstep in found.pattern_steps:  # after gold: a crash in between replays
+                expired = save_pattern_state(spark, settings, pstep, batch_id, version,
+                                             detected)
+                st = pstep.stats
+                log(f"{stream}: batch {batch_id}: {pstep.query.id}: {st['keys']} keys "
+                    f"({st['new_keys']} new, {st['replayed']} replayed from history), "
+                    f"{st['batch_rows']} new rows, {st['history_rows']} history rows read; "
+                    f"{st['final']} final and {st['provisional']} provisional matches, "
+                    f"{st['superseded']} provisional superseded; {expired} keys expired")
             for query, step in found.live_steps:  # after gold: a crash in between replays
                 save_state(spark, settings, query, step, batch_id, version, detected)
             for record in found.access:

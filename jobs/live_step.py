@@ -210,7 +210,8 @@ def save_state(spark, settings: Settings, query: LiveArchiveQuery, step: LiveSte
     rows = step.state.select(
         F.lit(query.id).alias("query_id"), F.lit(fingerprint(query, settings)).alias(
             "fingerprint"), "kind", "bucket", "key", "last_time", "record", "keys_in_memory",
-        "rows_in_memory", F.lit(batch_id).cast("bigint").alias("batch_id"),
+        "rows_in_memory", F.lit(None).cast("array<string>").alias("pending_ids"),
+        F.lit(batch_id).cast("bigint").alias("batch_id"),
         F.lit(version).cast("bigint").alias("history_version"),
         F.lit(pd.Timestamp(now).tz_localize(None)).alias("updated"))
     match = ("t.query_id = s.query_id AND t.fingerprint = s.fingerprint AND t.kind = s.kind "
@@ -222,9 +223,12 @@ def save_state(spark, settings: Settings, query: LiveArchiveQuery, step: LiveSte
 
 
 def drop_stale(spark, settings: Settings, queries: list[LiveArchiveQuery],  # noqa: ANN001
+               valid: dict[str, str] | None = None,
                only: Sequence[str] | None = None) -> int:
     """Delete state rows no current query can use (other fingerprint, or a query that is
-    gone); returns how many query ids had stale rows. ``only``: look at these query ids'
-    rows only (a per-query gold run leaves the other queries' state alone)."""
+    gone); ``valid``: the other queries' fingerprints (pattern queries' state, see
+    :mod:`~lakecep.jobs.match_state`). Returns how many query ids had stale rows.
+    ``only``: look at these query ids' rows only (a per-query gold run leaves the other
+    queries' state alone)."""
     return LakeTable(spark, settings, TABLE).drop_other_fingerprints(
-        {q.id: fingerprint(q, settings) for q in queries}, only=only)
+        {**(valid or {}), **{q.id: fingerprint(q, settings) for q in queries}}, only=only)

@@ -242,6 +242,8 @@ def _rerun(query: Any, frame: pd.DataFrame, version: int, batch_id: int,
         out = in_order(pattern_matcher(query, version, batch_id, detected))(rows)
     else:
         out = pattern_matcher(query, version, batch_id, detected)(rows)
+        if strategy == "incremental":  # jobs/match_state.py: the same rows, found incrementally
+            out["strategy"] = strategy
     records = out.to_dict("records")
     for record in records:
         for name in ("start", "end"):

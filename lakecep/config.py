@@ -269,6 +269,10 @@ class Settings:
     #: Which keys are spilled first: ``tpm`` (oldest in memory) or ``stpm`` (lowest
     #: e.t + Δt_i · p(E_{i+1} | E_i)).
     partial_match_policy: Literal["tpm", "stpm"] = "stpm"
+    #: Pattern queries keep per-key partial matches between gold batches and read history
+    #: only for keys with a late event (jobs/match_state.py); false: every batch recomputes
+    #: each touched key over its whole history.
+    incremental_patterns: bool = True
     #: The statistics job measures the last this many seconds of event time in silver.
     statistics_window_seconds: Positive = 86_400
     #: Bin width (seconds) of the per-bin counts behind the Poisson test of arrival rates.

@@ -36,7 +36,7 @@ from ..api import CompiledQuery
 from ..runtime.output import Match
 from ..runtime.time_axis import scalar_ns
 from .matcher import IncrementalMatcher
-from .spilling import HandedRecords, SpillStats, TransitionStats
+from .spilling import HandedRecords, SpillStats, TransitionStats, records_from_snapshot
 from .store import ROW_ID
 
 
@@ -52,7 +52,11 @@ class Advanced:
     of its rows (ORDER BY column, int ns for timestamps); ``stats``: the bounded store's
     counters for this call; ``late_rows``: rows the matcher dropped as out of order (0
     when the caller replays every group with a late row); ``keys_in_memory`` /
-    ``rows_in_memory``: the size of the hot record's store."""
+    ``rows_in_memory``: the size of the hot record's store; ``provisional`` (only with
+    ``provisional=True``): the matches the touched groups would add if their input ended
+    now (a flush of a copy of their state; the state itself is not changed), their rows in
+    ``provisional_rows`` -- with ``matches``, every match a batch run over the groups'
+    rows so far finds."""
 
     matches: list[Match]
     rows: pd.DataFrame | None
@@ -63,19 +67,23 @@ class Advanced:
     late_rows: int = 0
     keys_in_memory: int = 0
     rows_in_memory: int = 0
+    provisional: list[Match] = field(default_factory=list)
+    provisional_rows: pd.DataFrame | None = None
 
 
 def advance(query: CompiledQuery, batch: pd.DataFrame, *, key: str, hot: bytes | None,
             spilled: Mapping[Any, bytes], replay: Collection[Any] = (), capacity: int,
             policy: str = "stpm",
-            transitions: TransitionStats | Mapping[str, Any] | None = None) -> Advanced:
+            transitions: TransitionStats | Mapping[str, Any] | None = None,
+            provisional: bool = False) -> Advanced:
     """Feed ``batch`` (the rows of one bucket, in any order) to the stored state.
 
     ``key``: the PARTITION BY column whose value is a row's group; ``hot``/``spilled``:
     the bucket's hot record and the spill records (by group) of the groups the batch
     touches; ``replay``: groups whose whole history ``batch`` holds (their state is dropped
     first). ``capacity``/``policy``/``transitions``: the bounded store
-    (:class:`~cep_core.streaming.IncrementalMatcher`)."""
+    (:class:`~cep_core.streaming.IncrementalMatcher`). ``provisional``: also compute
+    :attr:`Advanced.provisional` for the groups the batch touched."""
     partition_by = [c.lower() for c in query.partition_by]
     if key.lower() not in partition_by:
         raise ValueError(f"the query must PARTITION BY the group column {key!r}")
@@ -125,12 +133,22 @@ def advance(query: CompiledQuery, batch: pd.DataFrame, *, key: str, hot: bytes |
         held.setdefault(group(p), {})[p] = rec
     out = {g: pickle.dumps(held[g], protocol=pickle.HIGHEST_PROTOCOL) if g in held else None
            for g in moved | touched | replay}
+    pending: list[Match] = []
+    pending_rows = None
+    if provisional and touched:
+        # a copy of the touched groups' state (hot or just spilled), flushed
+        probe = IncrementalMatcher.from_bytes(inc.to_bytes(spilled=False), inc.compiled)
+        probe.forget([p for p in probe.store.partitions if group(p) not in touched])
+        records_from_snapshot(probe.store, {p: rec for p, rec in records.held.items()
+                                            if group(p) in touched})
+        pending = probe.flush()
+        pending_rows = probe.matched
     stats = spill.stats
     # kept even with no key in memory: it holds the feed counter, which must keep growing
     # (spilled rows carry their feed numbers)
     return Advanced(matches, inc.matched, inc.to_bytes(spilled=False), out, last, stats,
                     inc.late_rows - late_before, len(inc.store.partitions),
-                    inc.store.buffered_rows())
+                    inc.store.buffered_rows(), pending, pending_rows)
 
 
 __all__ = ["ROW_ID", "Advanced", "advance"]
