@@ -81,11 +81,12 @@ def supported(query: PatternQuery, silver_schema) -> str | None:  # noqa: ANN001
 
 
 def fingerprint(query: PatternQuery, settings: Settings) -> str:
-    """State is valid only for the same query text, bucket count and state format."""
+    """State is valid only for the same definition (rule_hash), bucket count and state
+    format."""
     from cep_core.incremental.store import FORMAT_VERSION
 
-    text = (f"pattern|{query.id}|{query.version}|{query.query}|"
-            f"{settings.partial_match_buckets}|{FORMAT_VERSION}")
+    text = (f"pattern|{query.id}|{query.rule_hash}|{settings.partial_match_buckets}|"
+            f"{FORMAT_VERSION}")
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -142,7 +143,6 @@ def bucket_step(query: PatternQuery, settings: Settings, key: str, version: int,
                 if group not in replay and mid in before.get(str(group), ()):
                     continue  # in gold since it was provisional
                 for name, value in (
-                        ("query_id", query.id), ("query_version", query.version),
                         ("match_id", mid), ("partition_key", key_text(match.partition)),
                         ("match_number", match.match_number), ("start_time", start),
                         ("end_time", end), ("measures", measure_text(match.measures)),
@@ -155,7 +155,7 @@ def bucket_step(query: PatternQuery, settings: Settings, key: str, version: int,
 
         add(step.matches, step.rows)
         add(step.provisional, step.provisional_rows)
-        gold = gold_frame(columns, detected_ts)
+        gold = gold_frame(columns, detected_ts, query)
         gold["kind"] = "gold"
         gold["replayed"] = replayed
         state_rows: list[dict[str, Any]] = [
@@ -215,7 +215,7 @@ def _frame(gold: pd.DataFrame | None, state_rows: list[dict[str, Any]]) -> pd.Da
             out[name] = None
     for name in ("measures", "live_event_ids", "archive_event_ids", "pending_ids", "record",
                  "kind", "key", "stats", "match_id", "query_id", "query_version",
-                 "partition_key", "strategy", "replayed", "probability"):
+                 "rule_hash", "partition_key", "strategy", "replayed", "probability"):
         column = out[name].astype(object)
         out[name] = column.where(column.notna(), None)  # concat's NaN -> Spark's NULL
     for name in ("bucket", "keys_in_memory"):
