@@ -88,8 +88,10 @@ def spark(settings) -> Iterator[object]:  # noqa: ANN001
 
     # object_store: the S3A jars are on the class path from the start, so that
     # tests/integration/test_object_store.py can reuse this session (docs/object-stores.md)
+    # The web UI is off: nothing reads it, and its listener records every job and task of
+    # the thousands of small jobs the tests run.
     session = get_spark("lakecep-tests", dataclasses.replace(settings, spark_quick_start=False),
-                        object_store=True)
+                        extra_conf={"spark.ui.enabled": "false"}, object_store=True)
     yield session
     session.stop()
 
