@@ -21,6 +21,46 @@ from lakecep_testing import clean_env, lakecep_python, run_airflow
 REPO = Path(__file__).resolve().parent.parent
 DAGS = REPO / "dags"
 
+#: The slowest files, slowest first (--durations). infra/test.sh runs the suite on two
+#: workers (pytest-xdist), each taking whole files in collection order (``--dist loadfile
+#: --no-loadscope-reorder``): starting the long files first keeps one of them from ending
+#: the run alone on one worker.
+SLOWEST_FIRST = [
+    "e2e/test_pipeline_e2e.py",
+    "test_wheel.py",
+    "integration/test_gold.py",
+    "integration/test_restart.py",
+    "e2e/test_live_archive_e2e.py",
+    "integration/test_partial_matches.py",
+    "integration/test_window_gold.py",
+    "integration/test_acquisition_gold.py",
+]
+
+#: Files that use ``pipeline_run`` (one ``airflow dags test``, the slowest fixture): one
+#: worker runs them all, so that the session fixture is built once.
+PIPELINE_RUN_FILES = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").rglob("test_*.py")
+                            if "pipeline_run" in p.read_text())
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the files of :data:`SLOWEST_FIRST` first, in that order (the others keep theirs)."""
+    rank = {REPO / "tests" / name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path, len(rank)))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadfile``, with the :data:`PIPELINE_RUN_FILES` as one unit of work."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return "pipeline_run" if scope in PIPELINE_RUN_FILES else scope
+
+    return Scheduling(config, log)
+
 
 @pytest.fixture(scope="session")
 def lake_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -48,8 +88,10 @@ def spark(settings) -> Iterator[object]:  # noqa: ANN001
 
     # object_store: the S3A jars are on the class path from the start, so that
     # tests/integration/test_object_store.py can reuse this session (docs/object-stores.md)
+    # The web UI is off: nothing reads it, and its listener records every job and task of
+    # the thousands of small jobs the tests run.
     session = get_spark("lakecep-tests", dataclasses.replace(settings, spark_quick_start=False),
-                        object_store=True)
+                        extra_conf={"spark.ui.enabled": "false"}, object_store=True)
     yield session
     session.stop()
 
