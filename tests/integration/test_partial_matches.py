@@ -108,8 +108,10 @@ def test_tiny_bounded_store_in_delta_gives_the_unbounded_gold(spark, settings, t
     assert sum(r.record is not None for r in keys.values()) == 4 - sum(
         r.keys_in_memory for r in hot)
 
-    # a changed query drops its stored state at the next start (keys are replayed)
-    changed = QUERY.replace('version = "1"', 'version = "2"')
+    # a changed definition (rule_hash; the version label alone changes nothing) drops the
+    # query's stored state at the next start (keys are replayed)
+    changed = QUERY.replace('version = "1"', 'version = "2"').replace(
+        'before = "24 hours"', 'before = "25 hours"')
     (Path(local.queries_dir) / "cd.toml").write_text(changed)
     gold.run(spark, local)
     assert LakeTable(spark, local, "gold.partial_matches").read().count() == 0
