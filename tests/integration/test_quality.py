@@ -114,6 +114,8 @@ OPERATOR_STATE = [("cards", 3, '{"counts": {"pending": 1}}', None, ts(6))]
 PARTIAL_MATCHES = [
     ("la1", "f1", "hot", 0, "", None, bytearray(b"x"), 1, 2, 0, 3, ts(6), None),
     ("la1", "f1", "key", 0, "o1", 1000, None, None, None, 0, 3, ts(6), ["m1"]),
+    # match_state's 'query' row of a pattern query with expired keys: bucket -1
+    ("p1", "f2", "query", -1, "", 2000, None, None, None, 0, 3, ts(6), None),
 ]
 ARCHIVE_ACCESS = [
     ("la1", "v1", 0, 3, "llaa", "llaa", 2, 2, 0, 10, 0, 1, 4, 10, 1, 0, 2, 0, 2, 0, 0, 0.5, ts(6)),
