@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from lakecep.config import Settings
-from lakecep.queries import LiveArchiveQuery, PatternQuery, SnapshotSpec, micros
+from lakecep.maintenance import duration_text, replay_horizon
+from lakecep.queries import LiveArchiveQuery, PatternQuery, micros
 from lakecep.replay import FIELDS, differences
 from lakecep.rules import inputs_of
 
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 #: Shortest match id prefix ``lakecep replay`` accepts.
 MIN_PREFIX = 6
 #: The replay horizon of a query without ``[snapshot]``.
-DEFAULT_HORIZON = SnapshotSpec(timedelta(0)).horizon
 
 
 class ReplayError(ValueError):
@@ -142,8 +142,7 @@ def replay(spark: SparkSession, settings: Settings, match_ids: Sequence[str], *,
     horizons = {}
     for (query_id, version), members in groups.items():
         query = by_id[query_id]
-        snapshot = getattr(query, "snapshot", None)
-        horizons[query_id] = snapshot.horizon if snapshot else DEFAULT_HORIZON
+        horizons[query_id] = replay_horizon(query)
         _replay_group(spark, settings, queries, query, version, members, silver)
         default = snapshots.spans_of([query]).get(query.id, (0, 0))
         spans = (default[0] if before is None else micros(before),
@@ -352,7 +351,7 @@ def _retention(spark: SparkSession, silver: LakeTable, horizons: dict[str, timed
         for name, text in retention.items():
             if committed is not None and now_us - committed > retention_seconds(text) * 1e6:
                 lines.append(f"silver.events version {version} was committed "
-                             f"{snapshots.duration_text(round((now_us - committed) / 1e6))} "
+                             f"{duration_text(round((now_us - committed) / 1e6))} "
                              f"ago, longer than {name} = {text!r}: replay may fail, or work "
                              "only until the next VACUUM / log clean-up")
         for one in members:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from lakecep.config import Settings
+from lakecep.maintenance import duration_text
 from lakecep.queries import PatternQuery, micros
 
 from .tables import LakeTable, retention_seconds
@@ -171,15 +172,6 @@ def take(spark: SparkSession, settings: Settings, queries: Sequence[Any], histor
      .merge(rows.alias("s"), "t.alert_id = s.alert_id AND t.event_id = s.event_id")
      .whenNotMatchedInsertAll().execute())
     return taken, waiting - taken
-
-
-def duration_text(seconds: float) -> str:
-    """``604800`` -> ``7 days`` (the largest unit that divides it; seconds otherwise)."""
-    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
-        if seconds >= size and seconds % size == 0:
-            n = int(seconds // size)
-            return f"{n} {unit}{'s' if n != 1 else ''}"
-    return f"{seconds:g} seconds"
 
 
 def retention_warnings(silver: LakeTable, horizons: Mapping[str, timedelta]) -> list[str]:

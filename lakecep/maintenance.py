@@ -61,7 +61,9 @@ def duration_text(seconds: float) -> str:
     return f"{seconds:g} seconds"
 
 
-def _replay_horizon(query: Any) -> timedelta:
+def replay_horizon(query: Any) -> timedelta:
+    """How long ``lakecep replay`` must work for ``query``'s matches (its ``[snapshot]
+    horizon``, else the default)."""
     snapshot = getattr(query, "snapshot", None)
     return snapshot.horizon if snapshot is not None else DEFAULT_REPLAY_HORIZON
 
@@ -81,7 +83,7 @@ def query_needs(query: Any) -> list[Need]:
                      f"{duration_text(window)} + plan latency {duration_text(latency)} "
                      f"({how})")]
     if isinstance(query, PatternQuery | LiveArchiveQuery):
-        horizon = _replay_horizon(query).total_seconds()
+        horizon = replay_horizon(query).total_seconds()
         source = "snapshot horizon" if getattr(query, "snapshot", None) else "default"
         why = f"`lakecep replay` horizon {duration_text(horizon)} ({source})"
         if isinstance(query, LiveArchiveQuery):
