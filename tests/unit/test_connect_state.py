@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,17 @@ def test_a_state_file_naming_a_dead_process_is_removed(tmp_path: Path) -> None:
     assert not path.exists()
 
 
+def _wait_for_exec(pid: int, seconds: float = 30) -> None:
+    """Wait until process ``pid`` runs its own program (Linux: its /proc command line names
+    the marker argument); elsewhere there is nothing to wait for."""
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    deadline = time.monotonic() + seconds
+    while cmdline.exists() and b"lakecep.jobs.connect" not in cmdline.read_bytes():
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+
+
 def test_a_live_process_that_is_not_a_server_or_another_home_is_stale(tmp_path: Path) -> None:
     settings = _settings(tmp_path)
     path = _state(tmp_path, pid=os.getpid())  # pytest: alive, but not lakecep.jobs.connect
@@ -56,6 +68,7 @@ def test_a_live_process_that_is_not_a_server_or_another_home_is_stale(tmp_path: 
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
                               "lakecep.jobs.connect"])
     try:
+        _wait_for_exec(other.pid)   # until exec, the child shows pytest's command line
         assert connect.alive(other.pid)
         path = _state(tmp_path, pid=other.pid, home="/somewhere/else")
         assert connect.stop(settings) is None and not path.exists()
