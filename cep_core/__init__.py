@@ -12,13 +12,43 @@ Pure Python (numpy/pandas); never imports Spark. Entry points:
 The language is described in ``docs/query-language.md``.
 """
 
-from . import uncertain
-from .api import CompiledQuery, Match, compile_query, match_recognize
-from .compile import patterns
-from .errors import QueryError
-from .incremental.matcher import IncrementalMatcher
-from .language.parser import parse
-from .language.printer import to_sql
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from . import uncertain
+    from .api import CompiledQuery, Match, compile_query, match_recognize
+    from .compile import patterns
+    from .errors import QueryError
+    from .incremental.matcher import IncrementalMatcher
+    from .language.parser import parse
+    from .language.printer import to_sql
+
+#: Where each public name lives. Imported on first use (PEP 562), so that a caller that needs
+#: only the parser (``lakecep validate``, rule hashes, ``lakecep sql``) does not pay for
+#: pandas, numpy and the engines at start-up.
+_EXPORTS = {
+    "CompiledQuery": ".api", "Match": ".api", "compile_query": ".api",
+    "match_recognize": ".api", "QueryError": ".errors",
+    "IncrementalMatcher": ".incremental.matcher", "parse": ".language.parser",
+    "to_sql": ".language.printer", "patterns": ".compile.patterns", "uncertain": ".uncertain",
+}
 
 __all__ = ["CompiledQuery", "IncrementalMatcher", "Match", "QueryError", "compile_query",
            "match_recognize", "parse", "patterns", "to_sql", "uncertain"]
+
+
+def __getattr__(name: str) -> Any:
+    where = _EXPORTS.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(where, __name__)
+    value = module if where.endswith(f".{name}") else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

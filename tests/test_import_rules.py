@@ -107,7 +107,10 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_rules_see_the_whole_package() -> None:
     graph = _edges()
     assert len(MODULES) >= 30
-    assert "cep_core.api" in graph["cep_core"]
+    assert "cep_core.language.parser" in graph["cep_core.api"]
+    # the package's public names are imported lazily (PEP 562), so the package itself has
+    # no import edge: importing the parser must not load the engines
+    assert graph["cep_core"] == set()
     # a function-local import counts: api imports the uncertain evaluator inside methods
     assert "cep_core.uncertain.evaluation" in graph["cep_core.api"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
@@ -129,3 +132,18 @@ def test_no_private_name_imported_across_modules() -> None:
             offenders += [f"{module}: from {base} import {a.name}" for a in node.names
                           if a.name.startswith("_") and a.name != "__future__"]
     assert offenders == []
+
+
+def test_the_parser_loads_without_the_engines() -> None:
+    """``lakecep validate`` and rule hashes parse queries; they must not pay for pandas and
+    the engines at start-up (cep_core's names are imported on first use)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, cep_core, cep_core.language.parser\n"
+            "print(sorted(m for m in ('pandas', 'numpy', 'cep_core.api') if m in sys.modules))\n"
+            "cep_core.match_recognize\n"
+            "print('cep_core.api' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parent.parent).stdout
+    assert out.split("\n")[:2] == ["[]", "True"]
