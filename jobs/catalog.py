@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from lakecep import schemas
+from lakecep import schemas, typed_views
 from lakecep.config import Settings
 
 from .tables import LakeTable
 
 
 def register_tables(spark, settings: Settings) -> list[str]:  # noqa: ANN001
-    """Create ``layer.table`` catalog entries for every existing lake table; return them."""
+    """Create ``layer.table`` catalog entries for every existing lake table, and the typed
+    views over them (:mod:`lakecep.typed_views`); return their names."""
     registered = []
     for name in schemas.tables():
         table = LakeTable(spark, settings, name)
@@ -22,4 +23,12 @@ def register_tables(spark, settings: Settings) -> list[str]:  # noqa: ANN001
         spark.sql(f"DROP TABLE IF EXISTS {name}")
         spark.sql(f"CREATE TABLE {name} USING delta LOCATION '{table.path}'")
         registered.append(name)
+    for view in typed_views.lake_views(settings, registered):
+        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {view.name.split('.')[0]}")
+        try:
+            spark.sql(view.create())
+        except Exception as exc:  # noqa: BLE001 - a table of another shape: no such view
+            typed_views.skipped(view, exc)
+            continue
+        registered.append(view.name)
     return registered

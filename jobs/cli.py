@@ -417,6 +417,8 @@ def sql(
     Tables are registered by name: bronze.events, silver.events, silver.quarantine,
     silver.duplicates, gold.complex_events, gold.quality_results, gold.statistics,
     gold.allocations, ... (Delta time travel: ... FROM silver.events VERSION AS OF 3).
+    Typed views: silver.events_typed (each source attribute a column of its type) and
+    matches.QUERY_ID (a query's current matches, each measure a typed column).
     With --engine duckdb the same names are DuckDB views of the tables' newest versions.
     A table or (subquery) in FROM may be followed by MATCH_RECOGNIZE (...) (docs/spark.md;
     --engine spark only). While `lakecep serve` runs for this home, the query goes to its
@@ -441,14 +443,14 @@ def sql(
         try:
             server = connect.register(cfg, server, spark)
             try:
-                frame = _run_sql(spark, query, cfg, server.registered)
+                frame = _run_sql(spark, query, cfg, (*server.registered, *server.views))
             except console.Failure as missing:
-                if not _names_a_table(str(missing), server.registered):
+                if not _names_a_table(str(missing), (*server.registered, *server.views)):
                     raise
                 # the server lost an entry the state file lists (e.g. it was dropped by
                 # hand): register everything again, once
                 server = connect.register(cfg, connect.forget_tables(cfg, server), spark)
-                frame = _run_sql(spark, query, cfg, server.registered)
+                frame = _run_sql(spark, query, cfg, (*server.registered, *server.views))
             _show(frame, fmt, limit, truncate)
         finally:
             spark.stop()

@@ -67,6 +67,10 @@ class Server:
     log: str
     #: Lake tables registered in the server's catalog (``layer.table``).
     registered: tuple[str, ...] = ()
+    #: Typed views registered (:mod:`lakecep.typed_views`) and what they were made from
+    #: (the query and source files, the tables).
+    views: tuple[str, ...] = ()
+    views_made_from: str = ""
 
     @property
     def endpoint(self) -> str:
@@ -74,7 +78,7 @@ class Server:
 
     def as_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "registered": list(self.registered),
-                "endpoint": self.endpoint}
+                "views": list(self.views), "endpoint": self.endpoint}
 
 
 def state_file(settings: Settings) -> Path:
@@ -108,7 +112,9 @@ def read_state(settings: Settings) -> Server | None:
         data = json.loads(state_file(settings).read_text())
         return Server(pid=int(data["pid"]), port=int(data["port"]),
                       started_at=str(data["started_at"]), home=str(data["home"]),
-                      log=str(data["log"]), registered=tuple(data.get("registered", ())))
+                      log=str(data["log"]), registered=tuple(data.get("registered", ())),
+                      views=tuple(data.get("views", ())),
+                      views_made_from=str(data.get("views_made_from", "")))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -279,14 +285,21 @@ def lake_tables(settings: Settings) -> dict[str, Path]:
 def register(settings: Settings, server: Server, spark: SparkSession | None = None
              ) -> Server:
     """Bring the server's catalog in line with the lake: drop entries of tables that are
-    gone, create those of new tables; nothing (no round trip) when nothing changed.
-    Returns the server with its registered tables (also written to the state file)."""
+    gone, create those of new tables, re-create the typed views when a table, query or
+    source file changed; nothing (no round trip) when nothing changed. Returns the server
+    with its registered tables and views (also written to the state file)."""
+    from lakecep import typed_views
+
     wanted = lake_tables(settings)
-    if set(wanted) == set(server.registered):
+    made_from = f"{typed_views.fingerprint(settings)}:{','.join(sorted(wanted))}"
+    if set(wanted) == set(server.registered) and made_from == server.views_made_from:
         return server
+    views = typed_views.lake_views(settings, list(wanted))
     own = spark is None
     spark = spark or session(server)
     try:
+        for name in server.views:  # they may read a table that goes
+            spark.sql(f"DROP VIEW IF EXISTS {name}")
         for name in sorted(set(server.registered) - set(wanted)):
             spark.sql(f"DROP TABLE IF EXISTS {name}")  # external: the data is not touched
         for name in sorted(set(wanted) - set(server.registered)):
@@ -294,10 +307,20 @@ def register(settings: Settings, server: Server, spark: SparkSession | None = No
             # DROP first: an entry made by an earlier call that died before recording it
             spark.sql(f"DROP TABLE IF EXISTS {name}")
             spark.sql(f"CREATE TABLE {name} USING delta LOCATION '{wanted[name]}'")
+        made = []
+        for view in views:
+            spark.sql(f"CREATE SCHEMA IF NOT EXISTS {view.name.split('.')[0]}")
+            try:
+                spark.sql(view.create())
+            except Exception as exc:  # noqa: BLE001 - a table of another shape: no such view
+                typed_views.skipped(view, exc)
+                continue
+            made.append(view.name)
     finally:
         if own:
             spark.stop()
-    server = dataclasses.replace(server, registered=tuple(sorted(wanted)))
+    server = dataclasses.replace(server, registered=tuple(sorted(wanted)),
+                                 views=tuple(made), views_made_from=made_from)
     if read_state(settings) is not None:
         _write_state(settings, server)
     return server
@@ -306,7 +329,7 @@ def register(settings: Settings, server: Server, spark: SparkSession | None = No
 def forget_tables(settings: Settings, server: Server) -> Server:
     """Record that no table is registered (the next :func:`register` re-creates them all,
     e.g. after a query did not find a table the state file lists)."""
-    server = dataclasses.replace(server, registered=())
+    server = dataclasses.replace(server, registered=(), views=(), views_made_from="")
     _write_state(settings, server)
     return server
 

@@ -2,8 +2,9 @@
 
 ``lakecep sql --engine duckdb`` runs here (the optional extra ``lakecep[duckdb]``). Every
 Delta table under ``$LAKECEP_HOME/lake/<layer>/<table>`` is a view ``<layer>.<table>`` at its
-newest version (``silver.events``, ``gold.complex_events``, ...). The dialect is DuckDB's:
-``measures['a_time']`` works on map columns; Delta time travel (``VERSION AS OF``) and
+newest version (``silver.events``, ``gold.complex_events``, ...), beside the typed views
+(``silver.events_typed``, ``matches.<query id>``; :mod:`lakecep.typed_views`). The dialect
+is DuckDB's: ``measures['a_time']`` works on map columns; Delta time travel (``VERSION AS OF``) and
 MATCH_RECOGNIZE are not part of it (use the Spark engine for those).
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lakecep import typed_views
 from lakecep.config import Settings, local_only
 
 if TYPE_CHECKING:
@@ -46,7 +48,16 @@ def connect(settings: Settings) -> tuple[duckdb.DuckDBPyConnection, list[str]]:
     tables = lake_tables(settings)
     for name, folder in tables.items():
         register(con, name, DeltaTable(str(folder)))
-    return con, list(tables)
+    made = []
+    for view in typed_views.lake_views(settings, list(tables)):
+        con.execute(f'CREATE SCHEMA IF NOT EXISTS "{view.name.split(".")[0]}"')
+        try:
+            con.execute(view.create(typed_views.duckdb_quote))
+        except duckdb.Error as exc:  # a table of another shape: no such view
+            typed_views.skipped(view, exc)
+            continue
+        made.append(view.name)
+    return con, [*tables, *made]
 
 
 def register(con: duckdb.DuckDBPyConnection, name: str, table: Any) -> None:

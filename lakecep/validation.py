@@ -511,6 +511,41 @@ def check_match_recognize(text: str, columns: Mapping[str, str], key: str,  # no
     return []
 
 
+def measure_types(text: str, columns: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The MEASURES of a MATCH_RECOGNIZE statement over ``columns`` (name -> Spark type),
+    each with the type its stored text is read back as (``lakecep.typed_views``): a column
+    of the statement, or PREV/NEXT/FIRST/LAST/MIN/MAX of one, keeps the column's type; COUNT,
+    MATCH_NUMBER and LENGTH are ``bigint``; other numbers ``double``; text, booleans and
+    timestamps their own; anything the checker cannot type stays ``string``."""
+    from cep_core import parse
+    from cep_core.language import ast
+
+    types = {n.lower(): t for n, t in columns.items()}
+    typer = _Typer(types, Where("measures"))
+    out = []
+    for measure in parse(text).match.measures:
+        expr = measure.expr
+        while (isinstance(expr, ast.Call) and expr.args and expr.name in _KEEPS_TYPE
+               and not isinstance(expr.args[0], ast.Star)):
+            expr = expr.args[0]
+        if isinstance(expr, ast.Column) and types.get(expr.name.lower()) in _KINDS:
+            out.append((measure.name, types[expr.name.lower()]))
+            continue
+        if isinstance(measure.expr, ast.Call) and measure.expr.name in _COUNTS:
+            out.append((measure.name, "bigint"))
+            continue
+        kind = typer.kind(measure.expr)
+        out.append((measure.name, _MEASURE_TYPES.get(kind or "", "string")))
+    return out
+
+
+#: Functions whose value is one of their first argument's values.
+_KEEPS_TYPE = frozenset({"PREV", "NEXT", "FIRST", "LAST", "MIN", "MAX"})
+_COUNTS = frozenset({"COUNT", "MATCH_NUMBER", "LENGTH"})
+_MEASURE_TYPES = {"number": "double", "string": "string", "boolean": "boolean",
+                  "timestamp": "timestamp"}
+
+
 def _columns_of(match: Any) -> list[Any]:
     from cep_core.compile.expressions import column_references
 

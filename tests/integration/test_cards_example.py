@@ -17,8 +17,10 @@ import pytest
 
 from lakecep.cards import transactions, write_landing
 from lakecep.jobs import bronze, gold, silver
+from lakecep.jobs.catalog import register_tables
 from lakecep.jobs.status import lake_status
 from lakecep.jobs.tables import LakeTable
+from lakecep.lake_sql import run_query
 from lakecep.queries import QUERIES_DIR
 from lakecep.validation import ValidationError
 
@@ -93,6 +95,28 @@ def test_card_fraud_from_jsonl_csv_and_parquet(spark, settings, tmp_path: Path) 
     assert {r.query_id for r in rows} == {"card_fraud"}
     for r in rows:  # measures computed over numbers, not text
         assert float(r.measures["big_amount"]) > 500 > 2 > float(r.measures["probe_amount"])
+
+    # Typed reading (lakecep.typed_views): the text-valued maps come back as numbers, the
+    # same in Spark and in DuckDB over delta-rs.
+    registered = register_tables(spark, local)
+    assert {"silver.events_typed", "matches.card_fraud"} <= set(registered)
+    view = spark.table("matches.card_fraud")
+    types = dict(view.dtypes)
+    assert (types["big_amount"], types["probe_amount"], types["big_txn"]) == (
+        "double", "double", "string")
+    typed = view.collect()
+    assert sorted((r.probe_txn, r.big_txn) for r in typed) == planted
+    assert all(r.big_amount == float(r.measures["big_amount"]) > 500 for r in typed)
+    first_typed = spark.sql("SELECT amount, merchant FROM silver.events_typed "
+                            "WHERE event_id = 'T000001'").first()
+    assert (first_typed.amount, first_typed.merchant) == (row.amount, row.merchant)
+    duck = run_query(local, "SELECT probe_txn, big_txn, big_amount FROM matches.card_fraud", 100)
+    assert str(duck.big_amount.dtype) == "float64"
+    assert sorted(zip(duck.probe_txn, duck.big_txn, strict=True)) == planted
+    assert sorted(duck.big_amount) == sorted(r.big_amount for r in typed)
+    duck_first = run_query(local, "SELECT amount FROM silver.events_typed "
+                           "WHERE event_id = 'T000001'", 1)
+    assert duck_first.amount.tolist() == [row.amount]
 
     status = lake_status(spark, local)
     assert status.counts["landing (lines)"] == 1000 + 3 + 2

@@ -35,8 +35,9 @@ def _free_port() -> int:
 
 def test_serve_then_sql_uses_the_server(spark, tmp_path: Path) -> None:  # noqa: ANN001
     local = load_settings({"LAKECEP_HOME": str(tmp_path)})
-    reads = [("t1", "A", 1), ("t1", "B", 2), ("t1", "C", 3), ("t2", "A", 1), ("t2", "C", 2)]
-    schema = "object_id string, source_id string, seq bigint"
+    reads = [(o, s, n, {"antenna": str(n)}) for o, s, n in
+             [("t1", "A", 1), ("t1", "B", 2), ("t1", "C", 3), ("t2", "A", 1), ("t2", "C", 2)]]
+    schema = "object_id string, source_id string, seq bigint, attributes map<string,string>"
     events = str(local.table_path("silver.events"))
     spark.createDataFrame(reads, schema).write.format("delta").save(events)
     env = {**clean_env(), "LAKECEP_HOME": str(tmp_path)}
@@ -73,17 +74,19 @@ def test_serve_then_sql_uses_the_server(spark, tmp_path: Path) -> None:  # noqa:
             {"object_id": "t1", "last_seq": 3}]
 
         # written after the server started: a new commit and a new table are both seen
-        spark.createDataFrame([("t2", "B", 3), ("t2", "C", 4)], schema) \
+        spark.createDataFrame([("t2", "B", 3, {"antenna": "3"}), ("t2", "C", 4, {})], schema) \
             .write.format("delta").mode("append").save(events)
         spark.createDataFrame([("t9", "x")], "object_id string, reason string") \
             .write.format("delta").save(str(local.table_path("silver.quarantine")))
         later = lakecep("sql", "--format", "csv",
                         "SELECT (SELECT count(*) FROM silver.events) AS n, "
-                        "(SELECT count(*) FROM silver.quarantine) AS q")
+                        "(SELECT count(*) FROM silver.quarantine) AS q, "
+                        "(SELECT sum(antenna) FROM silver.events_typed) AS antennas")
         assert later.returncode == 0, later.stderr[-3000:]
-        assert later.stdout.splitlines() == ["n,q", "7,1"]
-        assert json.loads(state_file.read_text())["registered"] == [
-            "silver.events", "silver.quarantine"]
+        assert later.stdout.splitlines() == ["n,q,antennas", "7,1,12"]  # typed: a sum
+        state = json.loads(state_file.read_text())
+        assert state["registered"] == ["silver.events", "silver.quarantine"]
+        assert state["views"] == ["silver.events_typed"]
         print(f"\nlakecep sql over the Connect server: {seconds:.1f}s")
 
         status = lakecep("serve", "--status")
