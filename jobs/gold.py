@@ -571,5 +571,8 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
         finally:
             rows.unpersist()
 
-    writer = silver.stream(max_files).writeStream.foreachBatch(each_batch)
-    return run_stream(writer, settings, stream, continuous=continuous)
+    # (not `writer`: that name is the batches' Delta txnAppId, read by each_batch when it
+    # runs; rebinding it made the app id the repr of this object, different in every
+    # process, so a batch run again after a kill appended its in-order rows twice)
+    sink = silver.stream(max_files).writeStream.foreachBatch(each_batch)
+    return run_stream(sink, settings, stream, continuous=continuous)
