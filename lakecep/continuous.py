@@ -10,7 +10,8 @@ It keeps three files under ``$LAKECEP_HOME/run/``:
   ``stopping``, ``stopped``, ``failed``), ``alive_at`` (the main loop's last look at the
   streams), the tuned configuration version in force and, per query, the last batch id,
   the time of its last progress and the rows read;
-* ``continuous.log``: the app's output when a supervisor started it.
+* ``continuous.log``: the app's output when a supervisor started it;
+* ``continuous.stop``: present after a stop on request (the supervisor leaves it stopped).
 
 A supervisor (the ``lakecep_continuous`` DAG, ``lakecep supervise``, ``lakecep stop``,
 ``lakecep status``) reads them with plain Python: :func:`state`, :func:`supervise`,
@@ -52,6 +53,11 @@ def pid_path(settings: Settings) -> Path:
 
 def log_path(settings: Settings) -> Path:
     return run_dir(settings) / "continuous.log"
+
+
+def stop_request_path(settings: Settings) -> Path:
+    """Present while the app is stopped on request (:func:`stop`); holds when."""
+    return run_dir(settings) / "continuous.stop"
 
 
 def now_iso() -> str:
@@ -206,11 +212,11 @@ def kill(pid: int) -> None:
 def stop(settings: Settings, timeout: float = STOP_TIMEOUT) -> dict[str, Any]:
     """Stop the app: SIGTERM (it stops every query after its current micro-batch and exits),
     SIGKILL of its process group after ``timeout`` seconds. Returns what was done. Records
-    the request (``stop_requested_at`` in the heartbeat), so :func:`supervise` does not
-    start it again until asked to (``start=True``)."""
+    the request (``continuous.stop``), so :func:`supervise` does not start it again until
+    asked to (``start_stopped=True``)."""
     found = state(settings)
-    write_atomic(heartbeat_path(settings), {**(found.heartbeat or {}),
-                                            "stop_requested_at": now_iso()})
+    stop_request_path(settings).parent.mkdir(parents=True, exist_ok=True)
+    stop_request_path(settings).write_text(f"{now_iso()}\n")
     if not found.running or found.pid is None:
         return {"action": "none", "reason": "not running", "pid": found.pid}
     pid = found.pid
@@ -230,9 +236,10 @@ def supervise(settings: Settings, python: str, stale_after: float = STALE_AFTER,
     stays stopped unless ``start_stopped``. Returns what was done and why."""
     found = state(settings, stale_after)
     beat = found.heartbeat or {}
-    if not found.running and beat.get("stop_requested_at") and not start_stopped:
+    requested = stop_request_path(settings)
+    if not found.running and requested.exists() and not start_stopped:
         return {"action": "none", "reason": f"stopped on request at "
-                f"{beat['stop_requested_at']} (start it with `lakecep supervise --start`)",
+                f"{requested.read_text().strip()} (start it with `lakecep supervise --start`)",
                 "pid": None}
     if found.healthy:
         return {"action": "none", "reason": "running", "pid": found.pid,
@@ -250,8 +257,7 @@ def supervise(settings: Settings, python: str, stale_after: float = STALE_AFTER,
     else:
         reason = "not running" if beat.get("phase") != "stopped" else "stopped"
         action = "started"
-    write_atomic(heartbeat_path(settings), {k: v for k, v in beat.items()
-                                            if k != "stop_requested_at"})
+    requested.unlink(missing_ok=True)
     pid = start(settings, python, env)
     return {"action": action, "reason": reason, "pid": pid,
             "previous_error": beat.get("error") if beat.get("phase") == "failed" else None}

@@ -79,8 +79,10 @@ def test_stop_sends_sigterm_and_records_the_request(cfg, app) -> None:  # noqa: 
     done = continuous.stop(cfg, timeout=30)
     assert done == {"action": "stopped", "pid": app.pid}
     assert app.wait(timeout=5) == 0  # its SIGTERM handler ran: a clean exit
-    stored = json.loads(continuous.heartbeat_path(cfg).read_text())
-    assert stored["stop_requested_at"]
+    # the app's last heartbeat (written as it stops) does not undo the request
+    continuous.write_atomic(continuous.heartbeat_path(cfg), {"pid": app.pid,
+                                                             "phase": "stopped"})
+    assert continuous.stop_request_path(cfg).read_text().strip()
     # the supervisor does not start an app stopped on request
     started = time.monotonic()
     done = continuous.supervise(cfg, sys.executable)
