@@ -122,7 +122,8 @@ def continuous_line(app: Mapping[str, Any]) -> str:
         head = (f"[yellow]-[/] continuous app not running (last phase {beat.get('phase')}"
                 + (f", error: {escape(str(beat['error']))}" if beat.get("error") else "") + ")")
     queries = [f"{name}: batch {q.get('last_batch_id')}, {q.get('rows', 0):,} rows in "
-               f"{q.get('batches', 0)} batches, last progress {q.get('last_progress_at')}"
+               f"{q.get('batches', 0)} batches since start, last progress "
+               f"{q.get('last_progress_at')}"
                for name, q in sorted((beat.get("queries") or {}).items())]
     tuned = beat.get("tuned_version")
     return "\n".join([head, *[f"  {escape(q)}" for q in queries],
