@@ -258,3 +258,31 @@ def list_queries() -> list[str]:
         raise AirflowFailException("no queries to run: the queries folder "
                                    f"({', '.join(report['query_files']) or 'empty'}) holds none")
     return ids
+
+
+def supervise_continuous(action: str = "supervise", stale_after: float = 300.0,
+                         stop_timeout: float = 180.0) -> dict[str, Any]:
+    """The ``lakecep_continuous`` DAG's task: ``lakecep supervise --json`` (``action`` =
+    ``supervise``; ``start``: also after a stop on request) or ``lakecep stop --json``
+    (``stop``). The app it starts is detached (its own session): it outlives the task and
+    is not killed with the task's process group. Returns what was done; fails when the
+    command fails or the app it restarted had failed with an error."""
+    if action == "stop":
+        args = ["stop", "--timeout", str(stop_timeout), "--json"]
+    elif action in ("supervise", "start"):
+        args = ["supervise", "--stale-after", str(stale_after), "--json"]
+        args += ["--start"] if action == "start" else []
+    else:
+        raise ValueError(f"action {action!r}: use supervise, start or stop")
+    returncode, cmd, stdout, stderr_tail = _run_cli(args, action)
+    done = _json_document(stdout)
+    if not isinstance(done, dict):
+        raise _failed(action, returncode, cmd, stderr_tail)
+    print(f"lakecep: continuous app: {json.dumps(done, default=str)}", flush=True)
+    if done.get("previous_error"):
+        raise RuntimeError(f"the continuous app had failed ({done['previous_error']}); "
+                           f"restarted as pid {done['pid']}: see "
+                           "$LAKECEP_HOME/run/continuous.log")
+    if returncode != 0:
+        raise _failed(action, returncode, cmd, stderr_tail)
+    return done

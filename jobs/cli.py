@@ -322,6 +322,18 @@ def run(
                 f"no query {query!r} in {cfg.queries_dir or 'the shipped queries'}",
                 hint=f"the queries are {', '.join(known)} (`lakecep validate` lists them)",
                 code=console.NO_RETRY_EXIT)
+    if name in ("all", "bronze", "silver", "gold"):  # they share the app's checkpoints
+        from lakecep import continuous as app_files
+
+        other = app_files.already_running(cfg)
+        if other is not None and other != os.getpid():  # (a supervisor wrote our pid)
+            raise console.Failure(
+                f"the continuous app runs for {cfg.home} (pid {other}): its bronze, silver and"
+                " gold streams own these checkpoints",
+                hint="stop it first with `lakecep stop` (optimize, quality, statistics, tune "
+                     "and maintain may run beside it)")
+    if continuous and name == "all":
+        return _run_continuous(cfg, run_id, runners)
     if "maintain" in jobs:  # a retention shorter than a query's horizon: before Spark starts
         from lakecep import maintenance
         from lakecep.queries import load_queries
@@ -375,6 +387,71 @@ def run(
         console.emit_json({"job": name, "run_id": run_id, "query": query,
                            "seconds": round(time.monotonic() - started, 2),
                            "ok": all(r.ok for r in rows), "jobs": [r.as_dict() for r in rows]})
+    return 0
+
+
+def _run_continuous(cfg: Settings, run_id: str, runners: dict[str, Job]) -> int:
+    """``run all --continuous``: one application, bronze, silver and gold concurrent."""
+    from . import continuous
+    from .spark import get_spark
+
+    print(f"==> continuous: bronze, silver, gold as concurrent streams (trigger every "
+          f"{cfg.trigger_interval}); stop with SIGTERM, Ctrl-C or `lakecep stop`",
+          file=sys.stderr, flush=True)
+    # FAIR from the start: the gold queries' pools act on the streams' contention, and the
+    # pool weights of a newer tuned configuration can be applied while it runs
+    spark = get_spark("lakecep-continuous", cfg, extra_conf={"spark.scheduler.mode": "FAIR"})
+    try:
+        return continuous.run_app(spark, cfg, dict(runners), run_id)
+    finally:
+        spark.stop()
+
+
+# ------------------------------------------------------------------------ supervise, stop
+@app.command()
+def supervise(
+    stale_after: Annotated[float, typer.Option(min=1.0, metavar="SECONDS", help="restart the "
+                           "app when its heartbeat is older than this")] = 300.0,
+    start: Annotated[bool, _flag("--start", "start it even if it was stopped on request "
+                     "(`lakecep stop`)")] = False,
+    json_out: Annotated[bool, _flag("--json", "print what was done as JSON")] = False,
+) -> int:
+    """Keep the continuous app (`lakecep run all --continuous`) running: start it if it does
+    not run, restart it if it died or its heartbeat is stale (no Spark here).
+
+    The app is started detached (its own session, output in $LAKECEP_HOME/run/
+    continuous.log); its pid and heartbeat are in $LAKECEP_HOME/run/. An app stopped with
+    `lakecep stop` stays stopped until `--start`. The lakecep_continuous DAG runs this every
+    few minutes. Exit 1 when the app had failed (it is restarted all the same).
+    """
+    from lakecep import continuous
+
+    cfg = settings()
+    done = continuous.supervise(cfg, sys.executable, stale_after, start_stopped=start)
+    if json_out:
+        console.emit_json(done)
+    else:
+        console.say(f"{done['action']}: {done['reason']} (pid {done['pid']})")
+    return 1 if done.get("previous_error") else 0
+
+
+@app.command()
+def stop(
+    timeout: Annotated[float, typer.Option(min=0.0, metavar="SECONDS", help="wait this long "
+                       "for a clean stop, then kill")] = 180.0,
+    json_out: Annotated[bool, _flag("--json", "print what was done as JSON")] = False,
+) -> int:
+    """Stop the continuous app: SIGTERM, so every query stops after its running micro-batch
+    (checkpoints and tables agree); killed after --timeout. It stays stopped (the
+    supervising DAG does not start it again) until `lakecep supervise --start`."""
+    from lakecep import continuous
+
+    done = continuous.stop(settings(), timeout)
+    if json_out:
+        console.emit_json(done)
+    else:
+        console.say(f"{done['action']}" + (f": {done['reason']}" if done.get("reason") else "")
+                    + (f" (pid {done['pid']})" if done.get("pid") else ""))
     return 0
 
 
@@ -581,9 +658,14 @@ def status(
     operators' terms: filtered, merged_away, pending, split_extra), and compares gold
     with the generator's ground truth when there is one.
     """
+    from lakecep import continuous
+
     from .status import lake_status
 
     cfg = settings()
+    app = continuous.state(cfg)
+    if app.heartbeat is not None and not json_out:
+        console.out.print(console.continuous_line(app.as_dict()), soft_wrap=True)
     spark = _spark(cfg, "lakecep-status")
     try:
         report = lake_status(spark, cfg)
@@ -591,6 +673,7 @@ def status(
         spark.stop()
     if json_out:
         console.emit_json({"ok": report.ok, "counts": report.counts,
+                           "continuous": app.as_dict() if app.heartbeat is not None else None,
                            "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail}
                                       for c in report.checks]})
     else:

@@ -11,7 +11,8 @@ Rows are merged into ``gold.complex_events`` on ``(query_id, match_id)``, where
 ``match_id`` hashes the query and the ids of its sub-events (:mod:`~lakecep.jobs.gold_rows`),
 so replays after a crash and re-detections never duplicate a row. The pinned version is
 recorded in ``history_version``. The tuned configuration (``lakecep.tuning``) sets the files
-per trigger and each query's FAIR scheduler pool.
+per trigger (at start) and each query's FAIR scheduler pool; a newer configuration written
+while the stream runs is picked up before the next micro-batch (:func:`refresh_tuned`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from lakecep.queries import (
     load_queries,  # noqa: F401 - gold.load_queries: the queries gold runs by default
 )
 from lakecep.sources import load_sources, sources_dir, with_source_attributes
-from lakecep.tuning import load_latest, pool_name
+from lakecep.tuning import TuningError, load_latest, pool_name
 from lakecep.validation import ValidationError, check_queries, validate
 
 from . import alerts, gold_chain, snapshots
@@ -50,7 +51,7 @@ from .live_step import LiveStep, drop_stale, save_state
 from .match_state import PatternStep, find_pattern, supersede_pending, supported
 from .match_state import fingerprint as pattern_fingerprint
 from .match_state import save_state as save_pattern_state
-from .streaming import StreamRun, log, run_stream, writer_id
+from .streaming import StreamRun, app_status, log, run_stream, writer_id
 from .tables import LakeTable, engine_columns
 
 QUERY = "gold_complex_events"
@@ -232,6 +233,55 @@ def log_pools(spark, tuned: dict[str, Any]) -> str:  # noqa: ANN001
     return f"scheduler {mode}, {where}: " + ", ".join(parts)
 
 
+def apply_pools(spark, tuned: dict[str, Any]) -> list[str]:  # noqa: ANN001
+    """Give the running session's FAIR pools the weights of ``tuned``: a pool whose weight
+    differs is replaced by a new one (Spark's pools are immutable) and a missing one added.
+    Called between gold micro-batches, when no job runs in the query pools (only gold's
+    queries use them). Returns the pools changed. Without FAIR mode (the session started
+    without a pool file) nothing is changed: pools are ignored by the FIFO scheduler."""
+    context = spark.sparkContext
+    if context.getConf().get("spark.scheduler.mode", "FIFO").upper() != "FAIR":
+        return []
+    jvm = context._jvm  # noqa: SLF001 - pools have no Python API
+    root = context._jsc.sc().taskScheduler().rootPool()  # noqa: SLF001
+    fair = jvm.org.apache.spark.scheduler.SchedulingMode.FAIR()
+    changed = []
+    for name, weight in sorted(tuned["gold"]["pools"].items()):
+        found = root.getSchedulableByName(name)
+        if found is not None and found.weight() == int(weight):
+            continue
+        if found is not None:
+            if found.runningTasks() or not found.schedulableQueue().isEmpty():
+                continue  # busy (it should not be between batches): next batch
+            root.removeSchedulable(found)
+        root.addSchedulable(jvm.org.apache.spark.scheduler.Pool(name, fair, 0, int(weight)))
+        changed.append(f"{name} weight {int(weight)}")
+    return changed
+
+
+def refresh_tuned(spark, settings: Settings, tuned: dict[str, Any] | None,  # noqa: ANN001
+                  stream: str) -> dict[str, Any] | None:
+    """The tuned configuration for the next micro-batch: the newest ``config-vN.json``
+    (``lakecep.tuning.load_latest``) when it is newer than ``tuned``, with its pool weights
+    applied to the running session (:func:`apply_pools`); ``tuned`` otherwise (also when
+    the newest file cannot be read: logged, the batch runs on the one in force). The files
+    per trigger are a source option: a new value applies at the next start."""
+    try:
+        newest = load_latest(settings)
+    except TuningError as exc:
+        log(f"{stream}: warning: {exc}; keeping v{(tuned or {}).get('version')}")
+        return tuned
+    if newest is None or (tuned is not None and newest["version"] == tuned["version"]):
+        return tuned
+    changed = apply_pools(spark, newest)
+    log(f"{stream}: tuned configuration v{newest['version']} picked up between micro-batches"
+        f" (was {'v' + str(tuned['version']) if tuned else 'none'}): pools "
+        f"{', '.join(changed) or 'unchanged'}; max_files_per_trigger "
+        f"{newest['gold']['max_files_per_trigger']} applies at the next start")
+    app_status["tuned_version"] = newest["version"]
+    return newest
+
+
 def merge_into_gold(spark, settings: Settings, rows) -> None:  # noqa: ANN001
     """Insert the batch's new complex events (a match already in gold is not written
     again: an insert-only MERGE, which rewrites no file)."""
@@ -346,6 +396,8 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
         log(f"{stream}: tuned configuration v{tuned['version']} (statistics run "
             f"{tuned['statistics_run']}): {max_files} files per trigger; "
             + log_pools(spark, tuned))
+    app_status["tuned_version"] = tuned["version"] if tuned else None
+    in_force = {"tuned": tuned}  # re-read before every micro-batch (refresh_tuned)
     live_archive = [q for q in queries if isinstance(q, LiveArchiveQuery)]
     if live_archive:
         names = ", ".join(f"{q.id}: {settings.live_archive_strategy or q.strategy}"
@@ -427,6 +479,7 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
             batch.unpersist()
 
     def detect_batch(batch, batch_id: int) -> None:  # noqa: ANN001
+        tuned = in_force["tuned"] = refresh_tuned(spark, settings, in_force["tuned"], stream)
         version = silver.version()
         detected = datetime.now(UTC)
         history = silver.as_of(version)
@@ -518,5 +571,8 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
         finally:
             rows.unpersist()
 
-    writer = silver.stream(max_files).writeStream.foreachBatch(each_batch)
-    return run_stream(writer, settings, stream, continuous=continuous)
+    # (not `writer`: that name is the batches' Delta txnAppId, read by each_batch when it
+    # runs; rebinding it made the app id the repr of this object, different in every
+    # process, so a batch run again after a kill appended its in-order rows twice)
+    sink = silver.stream(max_files).writeStream.foreachBatch(each_batch)
+    return run_stream(sink, settings, stream, continuous=continuous)

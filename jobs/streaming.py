@@ -2,6 +2,8 @@
 
 ``availableNow`` (process what is there, then stop) when run by a DAG, a processing-time
 trigger when run continuously; one checkpoint per query; a progress line per micro-batch.
+Inside :func:`concurrently` a job's :func:`run_stream` starts its query and returns at once,
+so one application runs several jobs' queries side by side (``jobs/continuous.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING
 from lakecep.config import Settings
 
 if TYPE_CHECKING:
-    from pyspark.sql.streaming import DataStreamWriter
+    from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 
 @dataclass
@@ -41,6 +43,24 @@ class StreamRun:
 #: otherwise log lines are printed to stderr.
 _log_sink: Callable[[str], None] | None = None
 _batch_sink: Callable[[str, int, int], None] | None = None
+#: What the jobs report about themselves while they run (e.g. gold's ``tuned_version``),
+#: read by the continuous app's heartbeat (``jobs/continuous.py``).
+app_status: dict[str, object] = {}
+#: The queries started inside :func:`concurrently` (None outside it).
+_started: list[StreamingQuery] | None = None
+
+
+@contextmanager
+def concurrently() -> Iterator[list[StreamingQuery]]:
+    """While the block runs, :func:`run_stream` starts its query and returns without
+    waiting (its :class:`StreamRun` counts nothing); the started queries are appended to
+    the list this yields, for the caller to watch and stop."""
+    global _started
+    saved, _started = _started, []
+    try:
+        yield _started
+    finally:
+        _started = saved
 
 
 @contextmanager
@@ -93,6 +113,10 @@ def run_stream(
         writer = writer.trigger(availableNow=True)
     started = time.monotonic()
     handle = writer.start()
+    if _started is not None:  # concurrently(): the caller watches it
+        _started.append(handle)
+        log(f"{query}: started (trigger every {settings.trigger_interval})")
+        return StreamRun(query, 0, 0, 0.0, input_unit)
     seen: set[str] = set()
     rows = 0
     batches = 0

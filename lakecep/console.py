@@ -110,6 +110,26 @@ def stage_line(row: Mapping[str, Any]) -> str:
             f"[dim]{row['seconds']:.1f}s {escape(row.get('note', ''))}[/]")
 
 
+def continuous_line(app: Mapping[str, Any]) -> str:
+    """The continuous app's state for ``lakecep status`` (rich markup): running or not,
+    heartbeat age, per query its last batch and rows (``lakecep.continuous.AppState``)."""
+    beat = app.get("heartbeat") or {}
+    if app["running"]:
+        mark = "[red]✗ stale[/]" if app["stale"] else "[green]✓ running[/]"
+        head = (f"{mark} continuous app pid {app['pid']} since {beat.get('started_at')}, "
+                f"phase {beat.get('phase')}, heartbeat {app['heartbeat_age_s']}s ago")
+    else:
+        head = (f"[yellow]-[/] continuous app not running (last phase {beat.get('phase')}"
+                + (f", error: {escape(str(beat['error']))}" if beat.get("error") else "") + ")")
+    queries = [f"{name}: batch {q.get('last_batch_id')}, {q.get('rows', 0):,} rows in "
+               f"{q.get('batches', 0)} batches since start, last progress "
+               f"{q.get('last_progress_at')}"
+               for name, q in sorted((beat.get("queries") or {}).items())]
+    tuned = beat.get("tuned_version")
+    return "\n".join([head, *[f"  {escape(q)}" for q in queries],
+                      *([f"  tuned configuration v{tuned}"] if tuned else [])])
+
+
 def counts_table(counts: Mapping[str, Any], title: str) -> Table:
     """A name -> number table; nested mappings (e.g. rejected lines by reason) become
     indented rows, not raw dicts."""

@@ -309,8 +309,8 @@ def test_installed_package_runs_the_demo_elsewhere(
     dags = json.loads(result.stdout.strip().splitlines()[-1])
     site = installed["site"]
     assert dags["import_errors"] == {}
-    assert dags["dags"] == ["lakecep_demo", "lakecep_maintenance", "lakecep_pipeline",
-                            "lakecep_tuning"]
+    assert dags["dags"] == ["lakecep_continuous", "lakecep_demo", "lakecep_maintenance",
+                            "lakecep_pipeline", "lakecep_tuning"]
     assert dags["folder"].startswith(site) and not dags["folder"].startswith(str(REPO))
     assert all(f.startswith(dags["folder"]) for f in dags["filelocs"])
     assert dags["shared_module"].startswith(site)

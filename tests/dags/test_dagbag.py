@@ -179,12 +179,13 @@ def parsed(tmp_path_factory: pytest.TempPathFactory, base_env: dict[str, str]) -
 def test_no_import_errors(parsed: dict) -> None:
     assert parsed["import_errors"] == {}
     assert set(parsed["dags"]) == {"lakecep_pipeline", "lakecep_demo", "lakecep_tuning",
-                                   "lakecep_maintenance"}
+                                   "lakecep_maintenance", "lakecep_continuous"}
 
 
 def test_shared_module_is_imported_not_parsed(parsed: dict) -> None:
     """lakecep_tasks.py is a plain module: .airflowignore keeps it out of the DAG files."""
     assert parsed["parsed_files"] == [
+        "lakecep_continuous.py",
         "lakecep_demo.py",
         "lakecep_maintenance.py",
         "lakecep_pipeline.py",
@@ -421,6 +422,23 @@ def test_maintenance_dag_runs_maintain_daily(parsed: dict) -> None:
         assert word in dag["doc_md"], word
 
 
+def test_continuous_dag_supervises_every_five_minutes(parsed: dict) -> None:
+    """One task, no retry (the next run 5 minutes later is the retry), short timeouts; its
+    behaviour is tested for real by tests/e2e/test_continuous_e2e.py."""
+    dag = parsed["dags"]["lakecep_continuous"]
+    assert Path(dag["fileloc"]).name == "lakecep_continuous.py"
+    assert dag["tags"] == ["continuous", "lakecep"]
+    assert (dag["catchup"], dag["max_active_runs"]) == (False, 1)
+    assert (dag["schedule"], dag["schedule_timezone"]) == ("*/5 * * * *", "UTC")
+    assert dag["dagrun_timeout_s"] == 600
+    (task,) = dag["tasks"].values()
+    assert task["type"] == "_PythonDecoratedOperator" or "Python" in task["type"]
+    assert (task["retries"], task["execution_timeout_s"]) == (0, 300)
+    assert task["outlets"] == [] and task["doc_md"]
+    for word in ("heartbeat", "restarts", "stale_after", "lakecep stop", "backfills"):
+        assert word in dag["doc_md"], word
+
+
 def test_retries_are_short(parsed: dict) -> None:
     for dag_id in ("lakecep_pipeline", "lakecep_tuning", "lakecep_maintenance"):
         for task_id, task in parsed["dags"][dag_id]["tasks"].items():
@@ -431,8 +449,9 @@ def test_retries_are_short(parsed: dict) -> None:
 
 
 def test_parsing_imports_nothing_heavy(parsed: dict) -> None:
-    # All four DAG files (and lakecep_tasks) were really imported by this parse ...
+    # All five DAG files (and lakecep_tasks) were really imported by this parse ...
     assert parsed["parsed_files"] == [
+        "lakecep_continuous.py",
         "lakecep_demo.py",
         "lakecep_maintenance.py",
         "lakecep_pipeline.py",

@@ -1,0 +1,100 @@
+"""The continuous app's pid file and heartbeat as a supervisor reads them (lakecep.continuous),
+with real processes standing in for the app (no Spark): alive or dead, fresh or stale, a
+pid reused by another program, a clean stop by SIGTERM, a stop on request that the
+supervisor respects. The real app under the real DAG: tests/e2e/test_continuous_e2e.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from lakecep import continuous
+from lakecep.config import load_settings
+
+#: A stand-in for the app: its command line says lakecep; SIGTERM ends it cleanly.
+APP = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0)); "
+       "print('ready', flush=True); time.sleep(120)")
+
+
+@pytest.fixture
+def cfg(tmp_path: Path):  # noqa: ANN201
+    return dataclasses.replace(load_settings(), home=tmp_path)
+
+
+@pytest.fixture
+def app():  # noqa: ANN201
+    proc = subprocess.Popen([sys.executable, "-c", APP, "lakecep-stand-in"],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"  # handler set
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def beat(cfg, pid: int, age: float, **extra: object) -> None:  # noqa: ANN001
+    alive = (datetime.now(UTC) - timedelta(seconds=age)).isoformat()
+    continuous.write_atomic(continuous.heartbeat_path(cfg),
+                            {"pid": pid, "phase": "running", "alive_at": alive, **extra})
+    continuous.pid_path(cfg).write_text(f"{pid}\n")
+
+
+def test_fresh_heartbeat_of_a_live_app_is_healthy_and_left_alone(cfg, app) -> None:  # noqa: ANN001
+    beat(cfg, app.pid, age=3)
+    found = continuous.state(cfg, stale_after=60)
+    assert (found.running, found.stale, found.healthy) == (True, False, True)
+    assert 2 <= (found.age or 0) < 30
+    done = continuous.supervise(cfg, sys.executable, stale_after=60)
+    assert done["action"] == "none" and done["pid"] == app.pid
+    assert app.poll() is None
+
+
+def test_stale_heartbeat_and_dead_or_foreign_pid(cfg, app) -> None:  # noqa: ANN001
+    beat(cfg, app.pid, age=400)
+    found = continuous.state(cfg, stale_after=300)
+    assert found.running and found.stale and not found.healthy
+    app.kill()
+    app.wait()
+    assert not continuous.state(cfg).running
+    assert continuous.already_running(cfg) is None
+    # a live pid of another program (no "lakecep" in its command line) is not the app
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        beat(cfg, other.pid, age=1)
+        assert not continuous.pid_alive(other.pid)
+        assert not continuous.state(cfg).running
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_stop_sends_sigterm_and_records_the_request(cfg, app) -> None:  # noqa: ANN001
+    beat(cfg, app.pid, age=1)
+    done = continuous.stop(cfg, timeout=30)
+    assert done == {"action": "stopped", "pid": app.pid}
+    assert app.wait(timeout=5) == 0  # its SIGTERM handler ran: a clean exit
+    # the app's last heartbeat (written as it stops) does not undo the request
+    continuous.write_atomic(continuous.heartbeat_path(cfg), {"pid": app.pid,
+                                                             "phase": "stopped"})
+    assert continuous.stop_request_path(cfg).read_text().strip()
+    # the supervisor does not start an app stopped on request
+    started = time.monotonic()
+    done = continuous.supervise(cfg, sys.executable)
+    assert done["action"] == "none" and "stopped on request" in done["reason"]
+    assert time.monotonic() - started < 5
+    assert not continuous.log_path(cfg).exists()  # nothing was launched
+
+
+def test_heartbeat_is_replaced_whole(cfg) -> None:  # noqa: ANN001
+    path = continuous.heartbeat_path(cfg)
+    for n in range(50):
+        continuous.write_atomic(path, {"n": n, "pad": "x" * 10_000})
+        assert json.loads(path.read_text())["n"] == n
+    assert [p.name for p in path.parent.iterdir()] == ["continuous.json"]  # no temp files
+    assert continuous.read_heartbeat(cfg) == {"n": 49, "pad": "x" * 10_000}
