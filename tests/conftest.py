@@ -21,19 +21,41 @@ from lakecep_testing import clean_env, lakecep_python, run_airflow
 REPO = Path(__file__).resolve().parent.parent
 DAGS = REPO / "dags"
 
-#: The slowest files, slowest first (--durations). infra/test.sh runs the suite on two
-#: workers (pytest-xdist), each taking whole files in collection order (``--dist loadfile
-#: --no-loadscope-reorder``): starting the long files first keeps one of them from ending
-#: the run alone on one worker.
+#: The slowest files, slowest first (--durations of a CI run). infra/test.sh runs the suite
+#: on two workers (pytest-xdist), each taking whole files in collection order (``--dist
+#: loadfile --no-loadscope-reorder``); a worker takes its next file as soon as it has at most
+#: two tests left, so a one-test file of minutes holds the file after it too. Starting the
+#: long files first (longest processing time first) keeps one of them from ending the run
+#: alone on one worker while the other is idle.
 SLOWEST_FIRST = [
-    "e2e/test_pipeline_e2e.py",
-    "test_wheel.py",
+    "e2e/test_pipeline_e2e.py",  # with the other PIPELINE_RUN_FILES: one unit of work
     "integration/test_gold.py",
+    "integration/test_maintain.py",
     "integration/test_restart.py",
-    "e2e/test_live_archive_e2e.py",
+    "test_wheel.py",
+    "integration/test_incremental_gold.py",
+    "integration/test_alert_delivery.py",
+    "integration/test_chained_rules.py",
     "integration/test_partial_matches.py",
     "integration/test_window_gold.py",
+    "integration/test_tuning_loop.py",
+    "integration/test_flights_example.py",
+    "integration/test_stock_example.py",
+    "integration/test_quality.py",
+    "integration/test_object_store.py",
+    "integration/test_operators_silver.py",
+    "integration/test_cluster.py",
+    "integration/test_uncertain_gold.py",
     "integration/test_acquisition_gold.py",
+    "integration/test_connect_server.py",
+    "e2e/test_quarantine_gate_dag.py",
+    "integration/test_cards_example.py",
+    "integration/test_kafka_source.py",
+    "unit/engine/test_second_implementation.py",
+    "integration/test_spark_api.py",
+    "integration/test_bronze_silver.py",
+    "integration/test_run_summary.py",
+    "test_repository_rules.py",
 ]
 
 #: Files that use ``pipeline_run`` (one ``airflow dags test``, the slowest fixture): one

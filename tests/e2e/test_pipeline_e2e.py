@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 
 import pytest
-from lakecep_testing import json_rows, run_airflow
+from lakecep_testing import dag_runs, task_states
 
 from lakecep.config import load_settings
 
@@ -41,21 +41,18 @@ def test_dags_test_exits_zero(pipeline_run: dict) -> None:
 
 def test_run_and_tasks_succeeded(pipeline_run: dict) -> None:
     env = pipeline_run["env"]
-    runs = run_airflow(env, "dags", "list-runs", DAG_ID, "-o", "json")
-    assert runs.returncode == 0, runs.stderr[-3000:]
-    rows = json_rows(runs.stdout)
+    rows = dag_runs(env, DAG_ID)
     assert len(rows) == 1, rows
     run = rows[0]
     assert run["state"] == "success", run
 
-    states = run_airflow(env, "tasks", "states-for-dag-run", DAG_ID, run["run_id"], "-o", "json")
-    assert states.returncode == 0, states.stderr[-3000:]
-    states_rows = json_rows(states.stdout)
+    states_rows = task_states(env, DAG_ID, run["run_id"])
     by_task = {row["task_id"]: row["state"] for row in states_rows}
     assert by_task == dict.fromkeys(TASKS, "success")
     # gold ran as one mapped task instance per query
     assert sorted(str(row.get("map_index")) for row in states_rows
                   if row["task_id"] == "gold") == ["0", "1"]
+    assert all(row["state"] == "success" for row in states_rows)
 
 
 def test_asset_events_carry_counts_and_versions(pipeline_run: dict) -> None:

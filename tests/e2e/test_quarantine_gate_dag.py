@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from lakecep_testing import json_rows, run_airflow
+from lakecep_testing import dag_runs, run_airflow, task_states
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
@@ -35,11 +35,10 @@ def test_a_fully_quarantined_batch_fails_the_dag_run_at_silver(airflow_env: dict
                 "reasons: missing_field (3)")
     assert one_line in log, log[-6000:]
 
-    runs = json_rows(run_airflow(env, "dags", "list-runs", DAG_ID, "-o", "json").stdout)
+    runs = dag_runs(env, DAG_ID)
     assert [r["state"] for r in runs] == ["failed"]
-    states = run_airflow(env, "tasks", "states-for-dag-run", DAG_ID, runs[0]["run_id"],
-                         "-o", "json")
-    by_task = {row["task_id"]: row["state"] for row in json_rows(states.stdout)}
+    by_task = {row["task_id"]: row["state"] for row in task_states(env, DAG_ID,
+                                                                   runs[0]["run_id"])}
     # (queries, which lists the gold queries, runs beside bronze and succeeds; the mapped
     # gold task is never expanded)
     assert by_task == {"bronze": "success", "silver": "failed", "optimize": "upstream_failed",

@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from lakecep_testing import json_rows, run_airflow
+from lakecep_testing import dag_runs, run_airflow, task_states
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow, pytest.mark.slow]
 
@@ -82,16 +82,12 @@ def test_dags_test_exits_zero(tuning_run: dict) -> None:
 
 def test_run_and_tasks_succeeded(tuning_run: dict) -> None:
     env = tuning_run["env"]
-    runs = run_airflow(env, "dags", "list-runs", DAG_ID, "-o", "json")
-    assert runs.returncode == 0, runs.stderr[-3000:]
-    rows = json_rows(runs.stdout)
+    rows = dag_runs(env, DAG_ID)
     assert len(rows) == 1, rows
     run = rows[0]
     assert run["state"] == "success", run
 
-    states = run_airflow(env, "tasks", "states-for-dag-run", DAG_ID, run["run_id"], "-o", "json")
-    assert states.returncode == 0, states.stderr[-3000:]
-    by_task = {row["task_id"]: row["state"] for row in json_rows(states.stdout)}
+    by_task = {row["task_id"]: row["state"] for row in task_states(env, DAG_ID, run["run_id"])}
     assert by_task == dict.fromkeys(TASKS, "success")
 
 

@@ -41,10 +41,12 @@ def test_maintain_refuses_short_retention_compacts_and_vacuums(spark, settings, 
                                 log_retention="1 day", max_stream_lag="1 second",
                                 compact_min_files=5)
     bronze = LakeTable(spark, local, "bronze.events").ensure()
-    for n in range(8):  # eight streaming-like appends: eight small files
-        rows = [(f'{{"n": {n * 10 + i}}}', f"f{n}.jsonl", i, 9, datetime(2026, 1, 1), "ok",
-                 None) for i in range(10)]
-        bronze.append(spark.createDataFrame(rows, bronze.schema).coalesce(1), "test", n)
+    # eight small files, as eight streaming micro-batches leave them (written by one append
+    # of eight partitions of ten rows: a commit per file would only add Delta commits)
+    rows = [(f'{{"n": {n * 10 + i}}}', f"f{n}.jsonl", i, 9, datetime(2026, 1, 1), "ok", None)
+            for n in range(8) for i in range(10)]
+    bronze.append(spark.createDataFrame(spark.sparkContext.parallelize(rows, 8), bronze.schema),
+                  "test", 0)
     old_version, old_sum = bronze.version(), _checksum(bronze.read())
     files = _data_files(bronze.path)
     assert len(files) == 8
