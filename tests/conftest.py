@@ -29,6 +29,7 @@ DAGS = REPO / "dags"
 #: alone on one worker while the other is idle.
 SLOWEST_FIRST = [
     "e2e/test_pipeline_e2e.py",  # with the other PIPELINE_RUN_FILES: one unit of work
+    "e2e/test_continuous_e2e.py",  # one test: the app under its DAG, ~15 min under load
     "integration/test_gold.py",
     "integration/test_maintain.py",
     "integration/test_restart.py",
