@@ -90,10 +90,8 @@ def test_register_makes_no_round_trip_when_the_tables_did_not_change(tmp_path: P
         (log / commit).write_text("{}")
     (settings.table_path("silver.quarantine") / "_delta_log").mkdir(parents=True)  # empty
     assert set(connect.lake_tables(settings)) == {"silver.events", "gold.complex_events"}
-    server = connect.Server(pid=1, port=1, started_at="", home=str(tmp_path), log="",
-                            registered=("gold.complex_events", "silver.events"))
-    # a session that fails on any use: register must not touch it
-    assert connect.register(settings, server, spark=object()) is server  # type: ignore[arg-type]
+    registered = connect.Server(pid=1, port=1, started_at="", home=str(tmp_path), log="",
+                                registered=("gold.complex_events", "silver.events"))
 
     class Recorder:
         def __init__(self) -> None:
@@ -102,11 +100,23 @@ def test_register_makes_no_round_trip_when_the_tables_did_not_change(tmp_path: P
         def sql(self, text: str) -> None:
             self.statements.append(text)
 
+    # tables registered, typed views not yet: only the views are made
+    spark = Recorder()
+    server = connect.register(settings, registered, spark)  # type: ignore[arg-type]
+    assert server.registered == registered.registered
+    assert server.views == ("silver.events_typed", "matches.rfid_abc", "matches.rfid_transit")
+    assert not [s for s in spark.statements if "TABLE" in s]
+    assert sum(s.startswith("CREATE OR REPLACE VIEW") for s in spark.statements) == 3
+    # a session that fails on any use: register must not touch it
+    assert connect.register(settings, server, spark=object()) is server  # type: ignore[arg-type]
+
     spark = Recorder()
     stale = dataclasses.replace(server, registered=("old.gone",))
     changed = connect.register(settings, stale, spark)  # type: ignore[arg-type]
     assert changed.registered == ("gold.complex_events", "silver.events")
-    assert spark.statements[0] == "DROP TABLE IF EXISTS old.gone"
+    # the views go first (they may read a table that goes), then the gone table
+    assert spark.statements[:4] == [*(f"DROP VIEW IF EXISTS {v}" for v in server.views),
+                                    "DROP TABLE IF EXISTS old.gone"]
     assert ("CREATE TABLE silver.events USING delta LOCATION "
             f"'{settings.table_path('silver.events')}'") in spark.statements
 
