@@ -23,12 +23,5 @@ def register_tables(spark, settings: Settings) -> list[str]:  # noqa: ANN001
         spark.sql(f"DROP TABLE IF EXISTS {name}")
         spark.sql(f"CREATE TABLE {name} USING delta LOCATION '{table.path}'")
         registered.append(name)
-    for view in typed_views.lake_views(settings, registered):
-        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {view.name.split('.')[0]}")
-        try:
-            spark.sql(view.create())
-        except Exception as exc:  # noqa: BLE001 - a table of another shape: no such view
-            typed_views.skipped(view, exc)
-            continue
-        registered.append(view.name)
-    return registered
+    return [*registered,
+            *typed_views.make(typed_views.lake_views(settings, registered), spark.sql)]

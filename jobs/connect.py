@@ -307,15 +307,7 @@ def register(settings: Settings, server: Server, spark: SparkSession | None = No
             # DROP first: an entry made by an earlier call that died before recording it
             spark.sql(f"DROP TABLE IF EXISTS {name}")
             spark.sql(f"CREATE TABLE {name} USING delta LOCATION '{wanted[name]}'")
-        made = []
-        for view in views:
-            spark.sql(f"CREATE SCHEMA IF NOT EXISTS {view.name.split('.')[0]}")
-            try:
-                spark.sql(view.create())
-            except Exception as exc:  # noqa: BLE001 - a table of another shape: no such view
-                typed_views.skipped(view, exc)
-                continue
-            made.append(view.name)
+        made = typed_views.make(views, spark.sql)
     finally:
         if own:
             spark.stop()

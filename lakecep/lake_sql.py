@@ -48,15 +48,8 @@ def connect(settings: Settings) -> tuple[duckdb.DuckDBPyConnection, list[str]]:
     tables = lake_tables(settings)
     for name, folder in tables.items():
         register(con, name, DeltaTable(str(folder)))
-    made = []
-    for view in typed_views.lake_views(settings, list(tables)):
-        con.execute(f'CREATE SCHEMA IF NOT EXISTS "{view.name.split(".")[0]}"')
-        try:
-            con.execute(view.create(typed_views.duckdb_quote))
-        except duckdb.Error as exc:  # a table of another shape: no such view
-            typed_views.skipped(view, exc)
-            continue
-        made.append(view.name)
+    made = typed_views.make(typed_views.lake_views(settings, list(tables)), con.execute,
+                            typed_views.duckdb_quote)
     return con, [*tables, *made]
 
 

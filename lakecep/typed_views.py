@@ -84,13 +84,25 @@ class View:
         return f"CREATE OR REPLACE VIEW {quote(layer)}.{quote(name)} AS {self.sql(quote)}"
 
 
-def skipped(view: View, error: Exception) -> None:
-    """Say on stderr that ``view`` was not made (its table has another shape, e.g. one
-    written by hand); the tables themselves are unaffected."""
+def make(views: Sequence[View], run: Callable[[str], Any],
+         quote: Callable[[str], str] = spark_quote) -> list[str]:
+    """Create ``views`` (and their schemas) with ``run`` (one SQL statement: ``spark.sql``,
+    DuckDB's ``execute``); return the names made. A view whose table has another shape
+    (e.g. one written by hand) is skipped with one line on stderr; the tables are
+    unaffected."""
     import sys
 
-    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    print(f"lakecep: typed view {view.name} not made: {reason[:200]}", file=sys.stderr)
+    made = []
+    for view in views:
+        run(f"CREATE SCHEMA IF NOT EXISTS {quote(view.name.split('.')[0])}")
+        try:
+            run(view.create(quote))
+        except Exception as exc:  # noqa: BLE001 - Spark's and DuckDB's analysis errors
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            print(f"lakecep: typed view {view.name} not made: {reason[:200]}", file=sys.stderr)
+            continue
+        made.append(view.name)
+    return made
 
 
 def views(queries: Sequence[Any], sources: Sequence[Any]) -> list[View]:
