@@ -25,21 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lakecep import schemas
 from lakecep.config import Settings
 
 #: The schema of the per-query views.
 MATCHES = "matches"
 EVENTS_VIEW = "silver.events_typed"
-#: Silver's own columns, which an attribute of the same name does not shadow.
-_SILVER_COLUMNS = frozenset({
-    "event_id", "object_id", "event_type", "source_id", "event_time", "time_lower",
-    "time_upper", "pmf", "attributes", "source_file", "line_no", "ingest_time", "silver_time"})
-_GOLD_COLUMNS = frozenset({
-    "query_id", "query_version", "match_id", "partition_key", "match_number", "start_time",
-    "end_time", "measures", "live_event_ids", "archive_event_ids", "history_version",
-    "strategy", "probability", "detection_time", "detection_latency_ms", "batch_id",
-    "superseded_version", "rule_hash", "variables", "event_ids", "earliest_start",
-    "latest_end", "method", "error"})
+#: The tables' own columns, which an attribute or measure of the same name does not shadow.
+_SILVER_COLUMNS = frozenset(schemas.columns("silver.events"))
+_GOLD_COLUMNS = frozenset(schemas.columns("gold.complex_events")
+                          + schemas.columns("gold.probabilistic_events"))
 _SQL_TYPES = {"string": "STRING", "double": "DOUBLE", "bigint": "BIGINT",
               "boolean": "BOOLEAN", "timestamp": "TIMESTAMP"}
 
