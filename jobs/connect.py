@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakecep.config import Settings, local_only
+from lakecep.continuous import pid_alive
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -139,22 +140,7 @@ def _remove_state(settings: Settings, server: Server | None = None) -> None:
 def alive(pid: int) -> bool:
     """Whether process ``pid`` exists and is not a zombie, and (on Linux) is a lakecep
     Connect server, not another program that got the number after a reboot."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    proc = Path(f"/proc/{pid}")
-    if not proc.is_dir():
-        return True  # not Linux: existence is all we can tell
-    try:
-        stat = (proc / "stat").read_text()
-        if stat[stat.rindex(")") + 2:].startswith(("Z", "X")):
-            return False
-        return b"lakecep.jobs.connect" in (proc / "cmdline").read_bytes()
-    except (OSError, ValueError):
-        return False
+    return pid_alive(pid, b"lakecep.jobs.connect")
 
 
 def running(settings: Settings) -> Server | None:

@@ -87,9 +87,10 @@ def read_pid(settings: Settings) -> int | None:
         return None
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` is a live (not zombie) lakecep process. The command line is checked
-    so that a pid reused by another program after a crash is not taken for the app."""
+def pid_alive(pid: int, marker: bytes = b"lakecep") -> bool:
+    """Whether ``pid`` is a live (not zombie) process whose command line holds ``marker``
+    (a lakecep process; ``lakecep.jobs.connect`` for the Connect server), so that a pid
+    reused by another program after a crash is not taken for ours."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -101,9 +102,9 @@ def pid_alive(pid: int) -> bool:
         return True  # no /proc (macOS): the signal test is all there is
     try:
         stat = (proc / "stat").read_text()
-        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+        if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
             return False
-        return b"lakecep" in (proc / "cmdline").read_bytes()
+        return marker in (proc / "cmdline").read_bytes()
     except (OSError, IndexError):
         return False
 
