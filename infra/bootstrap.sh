@@ -74,6 +74,10 @@ else
   "$VENV/bin/uv" pip install -p "$VENV/bin/python" --no-deps \
     -C editable_mode="$EDITABLE_MODE" -e "$ROOT"
   echo "$stamp_value" > "$stamp_file"
+  # Drop what this install made unreachable: where the package index serves pyspark's sdist
+  # without cache validators, every install builds it again (1.4 GB a time), and repeated
+  # fresh clones filled a 250 GB disk. prune waits for other uv processes to finish.
+  "$VENV/bin/uv" cache prune -q || true
 fi
 # lakecep's own modules too (editable install: their bytecode lives in the checkout; a
 # stale file is ignored by Python's timestamp check, so this is never wrong, only faster).
