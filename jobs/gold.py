@@ -544,7 +544,10 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                     f"{st['final']} final and {st['provisional']} provisional matches, "
                     f"{st['superseded']} provisional superseded; {expired} keys expired")
             for query, step in found.live_steps:  # after gold: a crash in between replays
-                save_state(spark, settings, query, step, batch_id, version, detected)
+                if expired := save_state(spark, settings, query, step, batch_id, version,
+                                         detected):
+                    log(f"{stream}: batch {batch_id}: {query.id}: {expired} partial-match "
+                        "key rows expired (no event within the live pattern's WITHIN)")
             for record in found.access:
                 record["complex_events"] = int(counts.get(record["query_id"], 0))
                 log(f"{stream}: batch {batch_id}: {record['query_id']}: {record['strategy']} "

@@ -32,7 +32,7 @@ import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -42,6 +42,9 @@ from lakecep.queries import LiveArchiveQuery
 
 from .gold_rows import key_text
 from .tables import LakeTable
+
+if TYPE_CHECKING:
+    from cep_core import CompiledQuery
 
 BUCKET = "_bucket"
 REPLAY = "_replay"
@@ -151,6 +154,11 @@ class LiveStep:
     #: the join keys fed their whole history (as ``partition_key`` text): their gold rows
     #: are the whole answer for the key, so earlier rows they no longer hold are superseded
     replayed: list[str] = field(default_factory=list)
+    #: newest and oldest event time (ns) of the key rows after this batch (stored or new)
+    #: and whether some key row may have no time (:func:`expiry_cutoff`)
+    newest: int | None = None
+    oldest: int | None = None
+    untimed: bool = False
 
 
 def find_live(spark, settings: Settings, query: LiveArchiveQuery, new_events, history,  # noqa: ANN001, PLR0913
@@ -161,7 +169,7 @@ def find_live(spark, settings: Settings, query: LiveArchiveQuery, new_events, hi
     time = query.spec().time
     state = LakeTable(spark, settings, TABLE).ensure().read().where(
         (F.col("query_id") == query.id) & (F.col("fingerprint") == fingerprint(query, settings)))
-    newest_batch = state.agg(F.max("batch_id")).first()[0]
+    newest_batch, *stored = key_marks(state)
     rerun = newest_batch is not None and newest_batch >= batch_id
     touched = (new_events.where(F.col(key).isNotNull()).groupBy(key)
                .agg(F.min(F.unix_micros(F.col(time)) * 1000).alias("t_min")))
@@ -197,29 +205,100 @@ def find_live(spark, settings: Settings, query: LiveArchiveQuery, new_events, hi
         "key", "lo", "hi", "live_start", "live_end", "live_ingest", "instance")
     replayed = sorted(key_text([k]) for (k,) in
                       classified.where(F.col(REPLAY)).select(key).collect())
-    return LiveStep(live, out.where(F.col("kind").isin("hot", "key")), totals, replayed)
+    new_state = out.where(F.col("kind").isin("hot", "key"))
+    _, *fed = key_marks(new_state)
+    newest, oldest, untimed = combine_marks(stored, fed)
+    return LiveStep(live, new_state, totals, replayed, newest, oldest, untimed)
+
+
+def key_marks(state) -> tuple[Any, ...]:  # noqa: ANN001 - pyspark DataFrame
+    """Newest batch id, then newest and oldest ``last_time`` of the key rows and how many
+    key rows have none, of state rows (one Spark job)."""
+    from pyspark.sql import functions as F
+
+    is_key = F.col("kind") == "key"
+    row = state.agg(F.max("batch_id") if "batch_id" in state.columns else F.lit(None),
+                    F.max(F.when(is_key, F.col("last_time"))),
+                    F.min(F.when(is_key, F.col("last_time"))),
+                    F.count(F.when(is_key & F.col("last_time").isNull(), 1))).first()
+    return tuple(row)
+
+
+def combine_marks(*marks: Sequence[Any]) -> tuple[int | None, int | None, bool]:
+    """(newest, oldest, untimed) over several :func:`key_marks` tails (stored, new)."""
+    newest = [m[0] for m in marks if m[0] is not None]
+    oldest = [m[1] for m in marks if m[1] is not None]
+    return (max(newest, default=None), min(oldest, default=None),
+            any(bool(m[2]) for m in marks))
+
+
+def within_ns(query: CompiledQuery) -> int | None:
+    """A compiled pattern's WITHIN window in ns (None: no WITHIN, keys never expire)."""
+    from cep_core.runtime.time_axis import within_seconds
+
+    within = query.match.within
+    return None if within is None else int(within_seconds(within) * 1e9)
+
+
+def expiry_cutoff(window: int | None, newest: int | None, oldest: int | None,
+                  untimed: bool) -> int | None:
+    """The event time (ns) below which a key's rows expire, if some key row may have:
+    a key with no event in the last WITHIN ``window`` before the query's newest event
+    can join no future match of a newer event (an older, late one finds no key row and
+    replays the key from history), and a key row with no time is the spilled state of a
+    key that expired before. None: nothing to expire."""
+    if window is None or newest is None:
+        return None
+    cutoff = newest - window
+    return cutoff if untimed or (oldest is not None and oldest < cutoff) else None
+
+
+def merge_state(spark, settings: Settings, query_id: str, print_: str, rows,  # noqa: ANN001, PLR0913
+                cutoff: int | None, keep: Sequence[str] = ("last_time",)) -> int:
+    """MERGE one query's new state rows into gold.partial_matches (one Delta commit):
+    ``keep``: columns whose NULL in a new row keeps the stored value; with a ``cutoff``
+    (:func:`expiry_cutoff`) the expired keys' rows are deleted in the same MERGE. Returns
+    how many rows were deleted."""
+    from delta.tables import DeltaTable
+
+    table = LakeTable(spark, settings, TABLE).ensure()
+    mine = f"t.query_id = '{query_id}' AND t.fingerprint = '{print_}'"
+    match = (f"{mine} AND t.query_id = s.query_id AND t.fingerprint = s.fingerprint "
+             "AND t.kind = s.kind AND t.bucket = s.bucket AND t.key = s.key")
+    update = {c: f"s.{c}" for c in schemas.columns(TABLE)}
+    update.update({c: f"coalesce(s.{c}, t.{c})" for c in keep})
+    merge = DeltaTable.forPath(spark, table.path).alias("t").merge(rows.alias("s"), match)
+    if cutoff is None:
+        merge.whenMatchedUpdate(set=update).whenNotMatchedInsertAll().execute()
+        return 0
+    last = "coalesce(s.last_time, t.last_time)"
+    metrics = (merge.whenMatchedDelete(f"t.kind = 'key' AND ({last} IS NULL OR {last} < {cutoff})")
+               .whenMatchedUpdate(set=update)
+               .whenNotMatchedInsertAll(f"s.kind <> 'key' OR s.last_time >= {cutoff}")
+               .whenNotMatchedBySourceDelete(f"{mine} AND t.kind = 'key' AND "
+                                             f"(t.last_time IS NULL OR t.last_time < {cutoff})")
+               .execute().first())
+    return int(metrics["num_deleted_rows"]) if metrics is not None else 0
 
 
 def save_state(spark, settings: Settings, query: LiveArchiveQuery, step: LiveStep,  # noqa: ANN001
-               batch_id: int, version: int, now: datetime) -> None:
-    """Merge the batch's new hot and key rows into gold.partial_matches."""
-    from delta.tables import DeltaTable
+               batch_id: int, version: int, now: datetime) -> int:
+    """Merge the batch's new hot and key rows into gold.partial_matches and remove the key
+    rows of keys whose live-pattern WITHIN window has expired (:func:`expiry_cutoff`; a
+    live pattern without WITHIN never expires a key); returns how many rows were removed."""
     from pyspark.sql import functions as F
 
-    table = LakeTable(spark, settings, TABLE).ensure()
+    print_ = fingerprint(query, settings)
     rows = step.state.select(
-        F.lit(query.id).alias("query_id"), F.lit(fingerprint(query, settings)).alias(
-            "fingerprint"), "kind", "bucket", "key", "last_time", "record", "keys_in_memory",
+        F.lit(query.id).alias("query_id"), F.lit(print_).alias("fingerprint"),
+        "kind", "bucket", "key", "last_time", "record", "keys_in_memory",
         "rows_in_memory", F.lit(None).cast("array<string>").alias("pending_ids"),
         F.lit(batch_id).cast("bigint").alias("batch_id"),
         F.lit(version).cast("bigint").alias("history_version"),
         F.lit(pd.Timestamp(now).tz_localize(None)).alias("updated"))
-    match = ("t.query_id = s.query_id AND t.fingerprint = s.fingerprint AND t.kind = s.kind "
-             "AND t.bucket = s.bucket AND t.key = s.key")
-    update = {c: f"s.{c}" for c in schemas.columns(TABLE)}
-    update["last_time"] = "coalesce(s.last_time, t.last_time)"
-    (DeltaTable.forPath(spark, table.path).alias("t").merge(rows.alias("s"), match)
-     .whenMatchedUpdate(set=update).whenNotMatchedInsertAll().execute())
+    cutoff = expiry_cutoff(within_ns(query.spec().live), step.newest, step.oldest,
+                           step.untimed)
+    return merge_state(spark, settings, query.id, print_, rows, cutoff)
 
 
 def drop_stale(spark, settings: Settings, queries: list[LiveArchiveQuery],  # noqa: ANN001

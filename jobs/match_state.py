@@ -48,7 +48,7 @@ from lakecep.queries import PatternQuery
 
 from .gold_rows import GOLD, GOLD_DDL, Lineage, empty_columns, gold_frame, key_text, match_id
 from .gold_rows import measures as measure_text
-from .live_step import BUCKET, REPLAY, TABLE, bucket_of
+from .live_step import BUCKET, REPLAY, TABLE, bucket_of, expiry_cutoff, merge_state, within_ns
 from .tables import LakeTable
 
 #: the columns of a bucket call's output besides gold's: ``kind`` is ``gold`` (a gold
@@ -88,14 +88,6 @@ def fingerprint(query: PatternQuery, settings: Settings) -> str:
     text = (f"pattern|{query.id}|{query.rule_hash}|{settings.partial_match_buckets}|"
             f"{FORMAT_VERSION}")
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def within_ns(query: PatternQuery) -> int | None:
-    """The WITHIN window in ns (None: no WITHIN, keys never expire)."""
-    from cep_core.runtime.time_axis import within_seconds
-
-    within = query.compiled().match.within
-    return None if within is None else int(within_seconds(within) * 1e9)
 
 
 def bucket_step(query: PatternQuery, settings: Settings, key: str, version: int,
@@ -323,10 +315,8 @@ def save_state(spark, settings: Settings, step: PatternStep, batch_id: int,  # n
                version: int, now: datetime) -> int:
     """Write the batch's new hot and key rows to gold.partial_matches and remove the key
     rows of expired keys in one MERGE (one Delta commit); returns how many keys expired."""
-    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    table = LakeTable(spark, settings, TABLE).ensure()
     print_ = fingerprint(step.query, settings)
     common = [F.lit(batch_id).cast("bigint").alias("batch_id"),
               F.lit(version).cast("bigint").alias("history_version"),
@@ -336,14 +326,9 @@ def save_state(spark, settings: Settings, step: PatternStep, batch_id: int,  # n
     rows = step.state.select(
         F.lit(step.query.id).alias("query_id"), F.lit(print_).alias("fingerprint"),
         *columns[2:], *common)
-    window = within_ns(step.query)
-    # a key with no event in the last WITHIN window before the query's newest event: its
-    # stored rows can join no future match of a newer event (older ones replay it, see
-    # find_pattern); no last_time: an expired key's state that the bounded store spilled
-    cutoff = None if window is None or step.newest is None else step.newest - window
-    expiring = cutoff is not None and (step.untimed or (step.oldest is not None
-                                                        and step.oldest < cutoff))
-    if expiring:  # the query row: expired keys' late events replay them
+    cutoff = expiry_cutoff(within_ns(step.query.compiled()), step.newest, step.oldest,
+                           step.untimed)
+    if cutoff is not None:  # the query row: expired keys' late events replay them
         rows = rows.unionByName(spark.createDataFrame(
             [(step.query.id, print_, "query", -1, "", step.newest)],
             "query_id STRING, fingerprint STRING, kind STRING, bucket INT, key STRING, "
@@ -352,26 +337,8 @@ def save_state(spark, settings: Settings, step: PatternStep, batch_id: int,  # n
             F.lit(None).cast("int").alias("keys_in_memory"),
             F.lit(None).cast("bigint").alias("rows_in_memory"),
             F.lit(None).cast("array<string>").alias("pending_ids"), *common))
-    mine = f"t.query_id = '{step.query.id}' AND t.fingerprint = '{print_}'"
-    match = (f"{mine} AND t.query_id = s.query_id AND t.fingerprint = s.fingerprint "
-             "AND t.kind = s.kind AND t.bucket = s.bucket AND t.key = s.key")
-    update = {c: f"s.{c}" for c in schemas.columns(TABLE)}
-    update["last_time"] = "coalesce(s.last_time, t.last_time)"
-    update["pending_ids"] = "coalesce(s.pending_ids, t.pending_ids)"
-    merge = DeltaTable.forPath(spark, table.path).alias("t").merge(rows.alias("s"), match)
-    if expiring and cutoff is not None:
-        last = "coalesce(s.last_time, t.last_time)"
-        merge = (merge.whenMatchedDelete(
-                     f"t.kind = 'key' AND ({last} IS NULL OR {last} < {cutoff})")
-                 .whenMatchedUpdate(set=update)
-                 .whenNotMatchedInsertAll(
-                     f"s.kind <> 'key' OR s.last_time >= {cutoff}")
-                 .whenNotMatchedBySourceDelete(f"{mine} AND t.kind = 'key' AND "
-                                               f"(t.last_time IS NULL OR t.last_time < {cutoff})"))
-    else:
-        merge = merge.whenMatchedUpdate(set=update).whenNotMatchedInsertAll()
-    metrics = merge.execute().first()
-    return int(metrics["num_deleted_rows"]) if expiring and metrics is not None else 0
+    return merge_state(spark, settings, step.query.id, print_, rows, cutoff,
+                       keep=("last_time", "pending_ids"))
 
 
 def supersede_pending(spark, settings: Settings, match_ids: list[str], query_id: str,  # noqa: ANN001

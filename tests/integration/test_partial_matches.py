@@ -19,8 +19,9 @@ from lakecep.jobs.tables import LakeTable
 pytestmark = pytest.mark.spark
 T0 = datetime(2026, 3, 1)
 
-# live: a read at C directly followed by a read at D (a two-event partial match that can
-# stay open across micro-batches); archive: the tag's A -> B passage in the 24 h before C
+# live: a read at C directly followed by a read at D within 3 h (a two-event partial match
+# that can stay open across micro-batches); archive: the tag's A -> B passage in the 24 h
+# before C
 QUERY = '''
 id = "cd_after_ab"
 version = "1"
@@ -30,7 +31,7 @@ strategy = "llaa"
 
 [live]
 query = """SELECT * FROM live MATCH_RECOGNIZE (PARTITION BY object_id ORDER BY event_time
-  MEASURES C.event_id AS c_id, D.event_id AS d_id PATTERN (C D)
+  MEASURES C.event_id AS c_id, D.event_id AS d_id PATTERN (C D) WITHIN INTERVAL '3' HOUR
   DEFINE C AS source_id = 'C', D AS source_id = 'D')"""
 
 [archive]
@@ -80,7 +81,8 @@ def _run(spark, settings, home: Path, capacity: int):  # noqa: ANN001, ANN202
     return local, {tuple(r.live_event_ids) + tuple(r.archive_event_ids) for r in rows}, access
 
 
-def test_tiny_bounded_store_in_delta_gives_the_unbounded_gold(spark, settings, tmp_path):  # noqa: ANN001
+def test_tiny_bounded_store_in_delta_gives_the_unbounded_gold(spark, settings, tmp_path,  # noqa: ANN001
+                                                               capfd):  # noqa: ANN001
     # The unbounded store's gold is EXPECTED (test_gold runs the default, never-spilling
     # store: no misses, no spills); one run with one key per bucket must give it too.
     local, tiny, access = _run(spark, settings, tmp_path / "tiny", capacity=1)
@@ -101,12 +103,16 @@ def test_tiny_bounded_store_in_delta_gives_the_unbounded_gold(spark, settings, t
     hot = state.where(F.col("kind") == "hot").collect()
     assert len(hot) == 2 and all(r.keys_in_memory <= 1 for r in hot)
     keys = {r.key: r for r in state.where(F.col("kind") == "key").collect()}
-    assert set(keys) == {"t1", "t2", "t3", "t4"}
-    # newest event time fed per key (ns), and keys not hot are in their spill rows
+    # key expiry: t3's newest event (2 h; its late A -> B replayed it at -3 h and -2 h) is
+    # more than the live WITHIN (3 h) behind the query's newest (t1's D at 9 h): its row is
+    # gone (batch 2 removed it, the replay's new one was not kept), the others stay
+    assert set(keys) == {"t1", "t2", "t4"}
+    # newest event time fed per key (ns)
     seven = (T0 + timedelta(hours=7)).replace(tzinfo=UTC)
     assert keys["t4"].last_time == int(seven.timestamp()) * 10**9
-    assert sum(r.record is not None for r in keys.values()) == 4 - sum(
-        r.keys_in_memory for r in hot)
+    assert all(r.last_time is not None for r in keys.values())
+    log = capfd.readouterr().err
+    assert "batch 2: cd_after_ab: 1 partial-match key rows expired" in log, log[-3000:]
 
     # a changed definition (rule_hash; the version label alone changes nothing) drops the
     # query's stored state at the next start (keys are replayed)

@@ -137,7 +137,7 @@ class Model:
             self.keys[row["key"]] = {  # no last time: an expired key spilled from memory
                 "record": row["record"], "last_time": None if last is None else int(last),
                 "pending_ids": pending}
-        window = within_ns(self.query)
+        window = within_ns(self.query.compiled())
         assert window is not None
         newest = max(k["last_time"] for k in self.keys.values() if k["last_time"] is not None)
         gone = [k for k, v in self.keys.items()
