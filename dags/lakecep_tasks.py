@@ -266,7 +266,8 @@ def supervise_continuous(action: str = "supervise", stale_after: float = 300.0,
     ``supervise``; ``start``: also after a stop on request) or ``lakecep stop --json``
     (``stop``). The app it starts is detached (its own session): it outlives the task and
     is not killed with the task's process group. Returns what was done; fails when the
-    command fails or the app it restarted had failed with an error."""
+    command fails, the app it restarted had failed with an error, or a crash loop is
+    backing off (the app is down until the next restart)."""
     if action == "stop":
         args = ["stop", "--timeout", str(stop_timeout), "--json"]
     elif action in ("supervise", "start"):
@@ -279,6 +280,9 @@ def supervise_continuous(action: str = "supervise", stale_after: float = 300.0,
     if not isinstance(done, dict):
         raise _failed(action, returncode, cmd, stderr_tail)
     print(f"lakecep: continuous app: {json.dumps(done, default=str)}", flush=True)
+    if done.get("backing_off"):
+        raise RuntimeError(f"the continuous app is down, {done['reason']}: see "
+                           "$LAKECEP_HOME/run/continuous.log")
     if done.get("previous_error"):
         raise RuntimeError(f"the continuous app had failed ({done['previous_error']}); "
                            f"restarted as pid {done['pid']}: see "

@@ -415,24 +415,30 @@ def supervise(
     start: Annotated[bool, _flag("--start", "start it even if it was stopped on request "
                      "(`lakecep stop`)")] = False,
     json_out: Annotated[bool, _flag("--json", "print what was done as JSON")] = False,
+    backoff: Annotated[float, typer.Option(min=0.0, metavar="SECONDS", help="crash loop: wait "
+                       "this long after the last restart once the app failed twice in a row, "
+                       "doubling with each further failure (at most 1 h)")] = 300.0,
 ) -> int:
     """Keep the continuous app (`lakecep run all --continuous`) running: start it if it does
     not run, restart it if it died or its heartbeat is stale (no Spark here).
 
     The app is started detached (its own session, output in $LAKECEP_HOME/run/
     continuous.log); its pid and heartbeat are in $LAKECEP_HOME/run/. An app stopped with
-    `lakecep stop` stays stopped until `--start`. The lakecep_continuous DAG runs this every
-    few minutes. Exit 1 when the app had failed (it is restarted all the same).
+    `lakecep stop` stays stopped until `--start`. A crash loop backs off (--backoff; a run
+    up for 10 minutes ends the series; `--start` restarts at once). The lakecep_continuous
+    DAG runs this every few minutes. Exit 1 when the app had failed (it is restarted all
+    the same) or is down while backing off.
     """
     from lakecep import continuous
 
     cfg = settings()
-    done = continuous.supervise(cfg, sys.executable, stale_after, start_stopped=start)
+    done = continuous.supervise(cfg, sys.executable, stale_after, start_stopped=start,
+                                backoff=backoff)
     if json_out:
         console.emit_json(done)
     else:
         console.say(f"{done['action']}: {done['reason']} (pid {done['pid']})")
-    return 1 if done.get("previous_error") else 0
+    return 1 if done.get("previous_error") or done.get("backing_off") else 0
 
 
 @app.command()

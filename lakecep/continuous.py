@@ -11,7 +11,8 @@ It keeps three files under ``$LAKECEP_HOME/run/``:
   streams), the tuned configuration version in force and, per query, the last batch id,
   the time of its last progress and the rows read;
 * ``continuous.log``: the app's output when a supervisor started it;
-* ``continuous.stop``: present after a stop on request (the supervisor leaves it stopped).
+* ``continuous.stop``: present after a stop on request (the supervisor leaves it stopped);
+* ``restarts.json``: the supervisor's count of failures in a row (its back-off).
 
 A supervisor (the ``lakecep_continuous`` DAG, ``lakecep supervise``, ``lakecep stop``,
 ``lakecep status``) reads them with plain Python: :func:`state`, :func:`supervise`,
@@ -37,6 +38,13 @@ from lakecep.config import Settings
 STALE_AFTER = 300.0
 #: Seconds ``stop`` waits for a clean stop (queries finish their batch) before SIGKILL.
 STOP_TIMEOUT = 180.0
+#: Back-off of a crash loop: after the second failure in a row the supervisor waits this
+#: long after its last restart before the next one, doubling with every further failure,
+#: at most :data:`BACKOFF_CAP`; a run that stayed up :data:`HEALTHY_AFTER` seconds ends
+#: the series (the next failure restarts at once again).
+BACKOFF = 300.0
+BACKOFF_CAP = 3600.0
+HEALTHY_AFTER = 600.0
 
 
 def run_dir(settings: Settings) -> Path:
@@ -53,6 +61,10 @@ def pid_path(settings: Settings) -> Path:
 
 def log_path(settings: Settings) -> Path:
     return run_dir(settings) / "continuous.log"
+
+
+def restarts_path(settings: Settings) -> Path:
+    return run_dir(settings) / "restarts.json"
 
 
 def stop_request_path(settings: Settings) -> Path:
@@ -72,12 +84,16 @@ def write_atomic(path: Path, document: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def read_heartbeat(settings: Settings) -> dict[str, Any] | None:
+def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        found = json.loads(heartbeat_path(settings).read_text())
+        found = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
     return found if isinstance(found, dict) else None
+
+
+def read_heartbeat(settings: Settings) -> dict[str, Any] | None:
+    return _read_json(heartbeat_path(settings))
 
 
 def read_pid(settings: Settings) -> int | None:
@@ -229,12 +245,27 @@ def stop(settings: Settings, timeout: float = STOP_TIMEOUT) -> dict[str, Any]:
     return {"action": "killed", "pid": pid, "reason": f"no clean stop within {timeout:.0f}s"}
 
 
+def backoff_wait(failures: int, backoff: float = BACKOFF) -> float:
+    """Seconds between the last restart and the next after ``failures`` in a row: none
+    after the first, then ``backoff``, doubling, at most :data:`BACKOFF_CAP`."""
+    return 0.0 if failures < 2 else min(backoff * 2 ** (failures - 2), BACKOFF_CAP)
+
+
+def _lived(beat: dict[str, Any], pid: int | None) -> float | None:
+    """Seconds the run of ``pid`` was up by its own heartbeat (None: it never wrote one)."""
+    if pid is None or beat.get("pid") != pid:
+        return None
+    started, alive = _age(beat.get("started_at")), _age(beat.get("alive_at"))
+    return None if started is None or alive is None else started - alive
+
+
 def supervise(settings: Settings, python: str, stale_after: float = STALE_AFTER,
               env: dict[str, str] | None = None, *, start_stopped: bool = False,
-              ) -> dict[str, Any]:
+              backoff: float = BACKOFF) -> dict[str, Any]:
     """Start the app if it does not run, restart it if its heartbeat is older than
     ``stale_after`` seconds (hung) or it died. An app stopped on request (:func:`stop`)
-    stays stopped unless ``start_stopped``. Returns what was done and why."""
+    stays stopped unless ``start_stopped``. A crash loop backs off (:func:`backoff_wait`;
+    ``start_stopped`` restarts at once all the same). Returns what was done and why."""
     found = state(settings, stale_after)
     beat = found.heartbeat or {}
     requested = stop_request_path(settings)
@@ -242,11 +273,14 @@ def supervise(settings: Settings, python: str, stale_after: float = STALE_AFTER,
         return {"action": "none", "reason": f"stopped on request at "
                 f"{requested.read_text().strip()} (start it with `lakecep supervise --start`)",
                 "pid": None}
+    record = _read_json(restarts_path(settings)) or {}
     if found.healthy:
+        if record and (_lived(beat, found.pid) or 0.0) >= HEALTHY_AFTER:
+            restarts_path(settings).unlink(missing_ok=True)  # the crash loop is over
         return {"action": "none", "reason": "running", "pid": found.pid,
                 "heartbeat_age_s": round(found.age or 0.0, 1)}
+    error = beat.get("error") if beat.get("phase") == "failed" else None
     if found.running and found.pid is not None:
-        kill(found.pid)
         reason = (f"heartbeat stale ({found.age:.0f}s > {stale_after:.0f}s)"
                   if found.age is not None else "no heartbeat")
         action = "restarted"
@@ -258,7 +292,27 @@ def supervise(settings: Settings, python: str, stale_after: float = STALE_AFTER,
     else:
         reason = "not running" if beat.get("phase") != "stopped" else "stopped"
         action = "started"
+    if action == "restarted":
+        gone = found.pid or beat.get("pid")
+        if record.get("counted_pid") != gone:  # each failure counted once
+            lived = _lived(beat, gone)
+            quick = lived is None or lived < HEALTHY_AFTER
+            record = {**record, "failures": record.get("failures", 0) + 1 if quick else 1,
+                      "counted_pid": gone, "last_reason": reason}
+            write_atomic(restarts_path(settings), record)
+        wait = backoff_wait(record["failures"], backoff)
+        since = _age(record.get("restarted_at"))
+        if wait and since is not None and since < wait and not start_stopped:
+            return {"action": "none", "pid": None, "previous_error": error,
+                    "failures_in_a_row": record["failures"], "backing_off": True,
+                    "reason": f"backing off: {record['failures']} failures in a row (last: "
+                              f"{reason}); next restart in {wait - since:.0f}s (`lakecep "
+                              "supervise --start` restarts it now)"}
+        if found.running and found.pid is not None:
+            kill(found.pid)
     requested.unlink(missing_ok=True)
     pid = start(settings, python, env)
-    return {"action": action, "reason": reason, "pid": pid,
-            "previous_error": beat.get("error") if beat.get("phase") == "failed" else None}
+    if action == "restarted":
+        write_atomic(restarts_path(settings), {**record, "restarted_at": now_iso()})
+    return {"action": action, "reason": reason, "pid": pid, "previous_error": error,
+            "failures_in_a_row": record.get("failures", 0)}

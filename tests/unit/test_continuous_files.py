@@ -98,3 +98,42 @@ def test_heartbeat_is_replaced_whole(cfg) -> None:  # noqa: ANN001
         assert json.loads(path.read_text())["n"] == n
     assert [p.name for p in path.parent.iterdir()] == ["continuous.json"]  # no temp files
     assert continuous.read_heartbeat(cfg) == {"n": 49, "pad": "x" * 10_000}
+
+
+def test_a_crash_loop_backs_off_and_a_healthy_run_ends_it(cfg, tmp_path: Path, app) -> None:  # noqa: ANN001
+    # an "app" that dies at once (as one with a broken query file would): each supervise
+    # call finds it dead; restarts go out at once, then after 1 s, then after 2 s
+    crash = tmp_path / "crash"
+    crash.write_text("#!/bin/sh\nexit 3\n")
+    crash.chmod(0o755)
+
+    def supervise(**kw: object) -> dict:
+        done = continuous.supervise(cfg, str(crash), backoff=1.0, **kw)  # type: ignore[arg-type]
+        time.sleep(0.3)  # let the launched stand-in exit
+        return done
+
+    assert supervise()["action"] == "started"
+    first = supervise()
+    assert (first["action"], first["failures_in_a_row"]) == ("restarted", 1)
+    assert "died" in first["reason"]
+    held = supervise()  # the second failure in a row: wait 1 s after the last restart
+    assert held["action"] == "none" and held["backing_off"] and held["pid"] is None
+    assert held["failures_in_a_row"] == 2 and "next restart in" in held["reason"]
+    again = supervise()  # the same dead process is not counted twice
+    assert again["backing_off"] and again["failures_in_a_row"] == 2
+    time.sleep(1.0)
+    assert supervise()["action"] == "restarted"
+    held = supervise()  # third failure: 2 s
+    assert held["backing_off"] and held["failures_in_a_row"] == 3
+    assert continuous.backoff_wait(3, 1.0) == 2.0
+    assert continuous.backoff_wait(30, 300.0) == continuous.BACKOFF_CAP
+    # an operator's `--start` restarts at once all the same
+    assert supervise(start_stopped=True)["action"] == "restarted"
+    assert json.loads(continuous.restarts_path(cfg).read_text())["failures"] == 3
+
+    # a run that stays up HEALTHY_AFTER seconds ends the series
+    started = (datetime.now(UTC) - timedelta(seconds=continuous.HEALTHY_AFTER + 5)).isoformat()
+    beat(cfg, app.pid, age=1, started_at=started)
+    done = continuous.supervise(cfg, str(crash), backoff=1.0)
+    assert done["action"] == "none" and done["reason"] == "running"
+    assert not continuous.restarts_path(cfg).exists()
