@@ -9,8 +9,9 @@ the newest time below which expired keys were removed). Per batch (:func:`find_p
 
 1. Classify the batch's keys: *in order* when the key's earliest new event is newer than
    the newest one fed (a key never seen, newer than every expired key, is in order too);
-   else *replay* (a late or tied event, an expired key's late event, the query's first
-   batch over an existing lake, or a batch run again after a crash).
+   else *replay* (a late or tied event, an expired key's late event, or a batch run again
+   after a crash). The query's first batch replays every key of silver, touched or not:
+   a backfill over the existing history at first sight.
 2. Feed in-order keys their new events only -- no history is read; replay keys their whole
    history at the pinned silver version, after dropping their state
    (``cep_core.incremental.stored_state.advance``, one pandas call per bucket).
@@ -259,7 +260,14 @@ def find_pattern(spark, settings: Settings, query: PatternQuery, key: str, new_e
     # an unknown key may be an expired one: events that could share a WITHIN window with
     # its rows (no newer than the newest time when keys expired) replay it
     expired = F.lit(expired_before if expired_before is not None else -(2**62)).cast("bigint")
-    touched = (new_events.where(F.col(key).isNotNull()).groupBy(key)
+    # the query's first batch (a new query, or a changed one whose state was dropped) over
+    # a lake with history replays every key of silver, not only the batch's: a key it left
+    # out would later count as new and its history would never be fed (a backfill of the
+    # query over the existing history, at first sight, exactly once: gold's MERGE is
+    # insert-only on match_id)
+    keyed = history.select(key, time).unionByName(new_events.select(key, time)) \
+        if bootstrap else new_events
+    touched = (keyed.where(F.col(key).isNotNull()).groupBy(key)
                .agg(F.min(F.unix_micros(F.col(time)) * 1000).alias("t_min")))
     known = state.where(F.col("kind") == "key").select(
         F.col("key").alias(key), "last_time", "record", "pending_ids")
