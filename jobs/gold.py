@@ -572,16 +572,19 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
         return supersede(spark, settings, rows, recomputed, version)
 
     def each_batch(batch, batch_id: int) -> None:  # noqa: ANN001
+        from pyspark.sql import functions as F
+
         batch = batch.persist()  # every query reads it: one scan of the new silver rows
         try:
-            if not batch.isEmpty():  # e.g. the first batch over a new, empty silver table
-                detect_batch(batch, batch_id)  # (none touches a key: nothing to find)
+            # the batch's newest event time (M_d of a later deployment, docs/rules.md); None:
+            # an empty batch, e.g. the first over a new, empty silver table (nothing to find)
+            newest = batch.agg(F.max(F.unix_micros("event_time"))).first()[0]
+            if newest is not None:
+                detect_batch(batch, batch_id, newest)
         finally:
             batch.unpersist()
 
-    def detect_batch(batch, batch_id: int) -> None:  # noqa: ANN001
-        from pyspark.sql import functions as F
-
+    def detect_batch(batch, batch_id: int, newest: int) -> None:  # noqa: ANN001
         tuned = in_use["tuned"] = refresh_tuned(spark, settings, in_use["tuned"], stream)
         version = silver.version()
         detected = datetime.now(UTC)
@@ -676,8 +679,7 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
             record_plans(spark, settings, found.plans, detected)
             log(f"{stream}: batch {batch_id}: {sum(counts.values())} complex events detected "
                 f"(silver history pinned at version {version})")
-            in_force.newest.update(  # M_d of a later deployment (docs/rules.md)
-                batch_id, batch.agg(F.max(F.unix_micros("event_time"))).first()[0])
+            in_force.newest.update(batch_id, newest)
         finally:
             rows.unpersist()
 

@@ -28,7 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from lakecep.config import Settings
-from lakecep.queries import RELOAD_STRATEGIES, PatternQuery, QueryDefinition, WindowQuery
+from lakecep.queries import (
+    QUERIES_DIR,
+    RELOAD_STRATEGIES,
+    PatternQuery,
+    QueryDefinition,
+    WindowQuery,
+)
 from lakecep.sources import sources_dir
 from lakecep.validation import validate
 
@@ -117,26 +123,27 @@ class Rules:
     def __init__(self, spark, settings: Settings, stream: str,  # noqa: ANN001
                  queries: Sequence[QueryDefinition], watch: bool) -> None:
         self.spark, self.settings, self.stream = spark, settings, stream
-        self.folder = Path(settings.queries_dir) if settings.queries_dir else None
-        self.watch = watch and self.folder is not None
+        self.folder = Path(settings.queries_dir) if settings.queries_dir else QUERIES_DIR
+        self.watch = watch
         self.in_force: dict[str, QueryDefinition] = {q.id: q for q in queries}
-        self.files = _file_ids(self.folder) if self.watch and self.folder else {}
+        self.files = _file_ids(self.folder) if watch else {}
         self.signature = self._signature()
-        self.reported: tuple[Any, ...] | None = None
         self.newest = Newest(settings, stream)
         #: the versions in force recorded by earlier runs: id -> (rule_hash, strategy, m_d)
         self.recorded = self._recorded()
 
     def _signature(self) -> tuple[Any, ...]:
-        if not self.watch or self.folder is None:
+        if not self.watch:
             return ()
         out = []
-        for path in sorted(self.folder.glob("*.toml")):
+        sources = sources_dir(self.settings)
+        for path in sorted([*self.folder.glob("*.toml"),
+                            *(sources.glob("*.toml") if sources.is_dir() else ())]):
             try:
                 st = path.stat()
             except OSError:
                 continue
-            out.append((path.name, st.st_mtime_ns, st.st_size))
+            out.append((str(path), st.st_mtime_ns, st.st_size))
         return tuple(out)
 
     def _recorded(self) -> dict[str, tuple[str | None, str, int | None]]:
@@ -187,12 +194,11 @@ class Rules:
                     deployments.append(Deployment(query_id, _Old(query_id, new_hash), None,
                                                   "remove", batch_id, m_d))
         signature = self._signature()
-        if self.watch and signature != self.signature:
-            deployments += self._changed(batch_id, signature)
+        if self.watch and signature != self.signature and not deployments:
+            deployments += self._changed(batch_id, signature)  # (else: at the next batch)
         return deployments
 
     def _changed(self, batch_id: int, signature: tuple[Any, ...]) -> list[Deployment]:
-        assert self.folder is not None
         report = validate(self.folder, sources_dir(self.settings))
         bad = {p.file for p in report.problems}
         files = _file_ids(self.folder)
@@ -200,13 +206,11 @@ class Rules:
             i for f, i in self.files.items() if f in bad}
         if bad:
             problems = "; ".join(str(p) for p in report.problems[:5])
-            if self.reported != signature:
-                log(f"{self.stream}: query folder changed, not deployed (the version in force "
-                    f"keeps running): {problems}")
-            self.reported = signature
-            if any(Path(f).parent != self.folder for f in bad):
-                return []  # a source file or the folder itself: nothing is deployed
-        self.signature = signature
+            log(f"{self.stream}: query folder changed, not deployed (the version in force "
+                f"keeps running): {problems}")
+        self.signature = signature  # (the files and the sources: a fix is a new check)
+        if any(Path(f).parent != self.folder for f in bad):
+            return []  # a source file or the folder itself: nothing is deployed
         found = {q.id: q for q in report.queries if q.id not in held}
         m_d = self.newest.before(batch_id)
         out = []
@@ -215,16 +219,13 @@ class Rules:
                 continue
             old, new = self.in_force.get(query_id), found.get(query_id)
             if old is not None and new is not None and old.rule_hash == new.rule_hash:
-                self.in_force[query_id] = new   # description, alert...: no new version
-                continue
+                continue  # description, alert...: no new version (applied at a start)
             kind = new if new is not None else old
             assert kind is not None
             if not isinstance(kind, HOT) or (isinstance(kind, PatternQuery) and kind.inputs):
-                if self.reported != (signature, query_id):
-                    log(f"{self.stream}: {query_id} changed; a {type(kind).__name__} "
-                        f"{'(chained) ' if getattr(kind, 'inputs', ()) else ''}is deployed "
-                        "at the next start of gold, not while it runs (docs/rules.md, "
-                        "'Hot reload')")
+                log(f"{self.stream}: {query_id} changed; a {type(kind).__name__} "
+                    f"{'(chained) ' if getattr(kind, 'inputs', ()) else ''}is deployed at the "
+                    "next start of gold, not while it runs (docs/rules.md, 'Hot reload')")
                 continue
             strategy = new.reload if new is not None else "remove"
             out.append(Deployment(query_id, old, new, strategy, batch_id, m_d))
