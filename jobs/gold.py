@@ -17,6 +17,7 @@ while the stream runs is picked up before the next micro-batch (:func:`refresh_t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,17 +39,17 @@ from lakecep.sources import load_sources, sources_dir, with_source_attributes
 from lakecep.tuning import TuningError, load_latest, pool_name
 from lakecep.validation import ValidationError, check_queries, validate
 
-from . import alerts, gold_chain, snapshots
+from . import alerts, gold_chain, reload, snapshots
 from .archive import RecentBuffer
 from .gold_acquisition import AcquisitionPlans, acquisition_rows, record_plans
 from .gold_live_archive import check_live_columns, live_archive_rows, record_access
 from .gold_pattern import pattern_rows
 from .gold_rows import GOLD_DDL
 from .gold_uncertain import merge_probabilistic, uncertain_rows
-from .gold_window import WindowSteps, commit_windows, window_steps
+from .gold_window import WindowSteps, commit_windows, warm_start, window_steps
 from .gold_window import drop_stale as drop_stale_windows
 from .live_step import LiveStep, drop_stale, save_state
-from .match_state import PatternStep, find_pattern, supersede_pending, supported
+from .match_state import PatternStep, find_pattern, supersede_pending, supported, within_ns
 from .match_state import fingerprint as pattern_fingerprint
 from .match_state import save_state as save_pattern_state
 from .streaming import StreamRun, app_status, log, run_stream, writer_id
@@ -125,7 +126,9 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
            rbuffer: RecentBuffer | None = None,
            tuned: dict[str, Any] | None = None,
            plans: AcquisitionPlans | None = None,
-           incremental: dict[str, str] | None = None, stream: str | None = None) -> Detection:
+           incremental: dict[str, str] | None = None, stream: str | None = None,
+           floors: dict[str, int] | None = None,
+           warm: dict[str, int] | None = None) -> Detection:
     """Gold rows of every query for one batch of ``new_events`` over ``history`` (silver
     at the pinned ``version``). ``strategy`` overrides the live-archive queries' own;
     ``tuned`` is the tuned configuration in force (``lakecep.tuning``); ``plans`` the
@@ -133,6 +136,10 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
     ``incremental``: pattern query id -> key column of the queries that keep partial-match
     state (:mod:`~lakecep.jobs.match_state`; the others recompute touched keys' history).
     ``stream`` the gold stream's name (:func:`stream_name`, for the window state).
+    Hot reload (docs/rules.md, "Hot reload"): ``floors``, per rule deployed with ``reload =
+    "clear"``, its ``M_d`` (its version sees no event at or before it); ``warm``, per
+    pattern rule deployed with ``reload = "warm"`` at this batch, its ``M_d`` (every key with
+    an event in the last ``WITHIN`` before it is recomputed too).
 
     Keys are hashed into buckets; each bucket is one engine call. With a tuned
     configuration each query's work runs in its FAIR scheduler pool (its rows are
@@ -167,14 +174,16 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
             assert plan_record is not None
             found.plans.append(plan_record)
         elif isinstance(query, PatternQuery) and query.id in (incremental or {}):
+            q_new, q_history = reloaded(query, new_events, history, floors, warm)
             step = find_pattern(spark, settings, query, (incremental or {})[query.id],
-                                new_events, history, version, batch_id, detected)
+                                q_new, q_history, version, batch_id, detected)
             found.pattern_steps.append(step)
             results.append(step.merge)
             appends.append(step.append)
             found.recomputed.append((query.id, step.replayed))
         elif isinstance(query, PatternQuery):
-            rows, touched = pattern_rows(query, new_events, history, version, batch_id,
+            q_new, q_history = reloaded(query, new_events, history, floors, warm)
+            rows, touched = pattern_rows(query, q_new, q_history, version, batch_id,
                                          detected, buckets)
             results.append(rows)
             found.recomputed.append((query.id, touched))
@@ -192,7 +201,8 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
     context.setLocalProperty("spark.scheduler.pool", None)
     windows = [q for q in queries if isinstance(q, WindowQuery)]
     if windows:
-        found.windows = window_steps(spark, settings, windows, new_events, batch_id, stream)
+        found.windows = window_steps(spark, settings, windows, new_events, batch_id, stream,
+                                     floors)
     def union(frames: list[Any]):  # noqa: ANN202
         if not frames:
             return spark.createDataFrame([], GOLD_DDL)
@@ -205,6 +215,25 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
     found.append = union(appends) if appends else None
     found.rows = found.merge if not appends else found.merge.unionByName(found.append)
     return found
+
+
+def reloaded(query: PatternQuery, new_events, history, floors: dict[str, int] | None,  # noqa: ANN001, ANN201
+             warm: dict[str, int] | None):
+    """A pattern rule's new events and history after a hot reload (docs/rules.md): a version
+    deployed with ``clear`` sees only events after its ``M_d``; one deployed with ``warm`` at
+    this batch also recomputes every key with an event in the last ``WITHIN`` before ``M_d``
+    (every key without a ``WITHIN``): those keys' events join the new ones."""
+    from pyspark.sql import functions as F
+
+    if query.id in (floors or {}):
+        after = F.unix_micros("event_time") > (floors or {})[query.id]
+        new_events, history = new_events.where(after), history.where(after)
+    if query.id in (warm or {}):
+        within = within_ns(query)
+        recent = history if within is None else history.where(
+            F.unix_micros("event_time") >= (warm or {})[query.id] - within // 1000)
+        new_events = new_events.unionByName(recent)
+    return new_events, history
 
 
 def check_window_columns(columns: Sequence[str], queries: Sequence[WindowQuery]) -> None:
@@ -297,7 +326,7 @@ def merge_into_gold(spark, settings: Settings, rows) -> None:  # noqa: ANN001
 
 
 def supersede(spark, settings: Settings, rows, recomputed: list[tuple[str, list[str]]],  # noqa: ANN001
-              version: int) -> tuple[int, int]:
+              version: int, keep: dict[str, str] | None = None) -> tuple[int, int]:
     """Keep gold equal to the current answer for the keys this batch recomputed.
 
     ``rows`` hold the whole answer of each recomputed (query, partition key). A current
@@ -305,6 +334,8 @@ def supersede(spark, settings: Settings, rows, recomputed: list[tuple[str, list[
     ``superseded_version = version``; a superseded row that ``rows`` hold again is current
     again. Rows are never deleted (alerts and analysts may have seen them). Returns
     (superseded, restored). Rare changes: computed first, then one MERGE of only them.
+    ``keep``: per rule deployed with ``reload = "clear"``, its ``rule_hash``: only its
+    version's rows are compared (the older versions' rows stay as they were emitted).
     """
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
@@ -315,6 +346,9 @@ def supersede(spark, settings: Settings, rows, recomputed: list[tuple[str, list[
     gold = LakeTable(spark, settings, "gold.complex_events")
     keys = spark.createDataFrame(pairs, "query_id STRING, partition_key STRING")
     existing = gold.read().join(F.broadcast(keys), ["query_id", "partition_key"], "left_semi")
+    for query_id, rule in (keep or {}).items():
+        existing = existing.where((F.col("query_id") != query_id)
+                                  | (F.coalesce(F.col("rule_hash"), F.lit("")) == rule))
     found = rows.select("query_id", "match_id", F.lit(True).alias("_found"))
     gone, back = F.col("_found").isNull(), F.col("_found").isNotNull()
     current = F.col("superseded_version").isNull()
@@ -345,6 +379,7 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
     (:func:`stream_name`: own checkpoint and writer id; the other queries' stored state is
     left alone)."""
     del run_id  # a stream: its checkpoint, not a run id, says what was processed
+    watch = not queries and query_id is None  # hot reload from queries_dir (docs/rules.md)
     # Fail fast on a bad query or source, before any table is touched or data moves: the
     # same pure-Python check as `lakecep validate` (lakecep.validation), one line per problem.
     if not queries:
@@ -397,7 +432,7 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
             f"{tuned['statistics_run']}): {max_files} files per trigger; "
             + log_pools(spark, tuned))
     app_status["tuned_version"] = tuned["version"] if tuned else None
-    in_force = {"tuned": tuned}  # re-read before every micro-batch (refresh_tuned)
+    in_use = {"tuned": tuned}  # re-read before every micro-batch (refresh_tuned)
     live_archive = [q for q in queries if isinstance(q, LiveArchiveQuery)]
     if live_archive:
         names = ", ".join(f"{q.id}: {settings.live_archive_strategy or q.strategy}"
@@ -464,6 +499,72 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
         log(f"{stream}: batch {batch_id}: {new} new alerts{note}")
 
     writer = writer_id(settings, stream)  # txnAppId of the access record's append
+    in_force = reload.Rules(spark, settings, stream, [*queries, *chained], watch)
+
+    def deploy(batch, batch_id: int, history, detected: datetime) -> dict[str, int]:  # noqa: ANN001
+        """Deploy the rules changed since the last batch (docs/rules.md, "Hot reload");
+        returns the pattern rules to warm-start in this batch (id -> M_d)."""
+        nonlocal queries, alert_ids
+        from pyspark.sql import functions as F
+
+        deployments = in_force.check(batch_id)
+        if not deployments:
+            return {}
+        if any(d.m_d is None and d.strategy != "initial" for d in deployments):
+            m_d = history.join(batch.select("event_id"), "event_id", "left_anti").agg(
+                F.max(F.unix_micros("event_time"))).first()[0]
+            deployments = [d if d.m_d is not None or d.strategy == "initial"
+                           else dataclasses.replace(d, m_d=m_d) for d in deployments]
+        accepted, changed = [], []
+        for d in deployments:
+            if d.strategy in ("initial", "restart"):
+                accepted.append(d)
+                continue
+            new = with_source_attributes([d.new], sources)[0] if d.new is not None else None
+            candidate = [q for q in queries if q.id != d.query_id] + ([new] if new else [])
+            if isinstance(new, WindowQuery):
+                try:
+                    check_window_columns(
+                        silver.read().select(*engine_columns(candidate)).columns, [new])
+                except ValueError as exc:
+                    log(f"{stream}: {d.query_id} changed, not deployed (the version in force "
+                        f"keeps running): {exc}")
+                    continue
+            queries = sorted(candidate, key=lambda q: q.id)
+            accepted.append(dataclasses.replace(d, new=new))
+            changed.append(d)
+        warm: dict[str, int] = {}
+        if changed:
+            schema = silver.read().select(*engine_columns(queries)).schema
+            incremental.clear()
+            if settings.incremental_patterns:
+                for q in queries:
+                    key = supported(q, schema) if isinstance(q, PatternQuery) else None
+                    if key is not None:
+                        incremental[q.id] = key
+            ids = [d.query_id for d in changed]
+            now_windows = [q for q in queries if isinstance(q, WindowQuery)]
+            drop_stale_windows(spark, settings, now_windows, stream, only=ids)
+            drop_stale(spark, settings, [q for q in queries if isinstance(q, LiveArchiveQuery)],
+                       {q.id: pattern_fingerprint(q, settings) for q in queries
+                        if isinstance(q, PatternQuery) and q.id in incremental}, only=ids)
+            by_id = {q.id: q for q in queries}
+            warm_windows = [by_id[d.query_id] for d in changed if d.strategy == "warm"
+                            and d.m_d is not None and isinstance(by_id.get(d.query_id),
+                                                                WindowQuery)]
+            if warm_windows:
+                cols = engine_columns(queries)
+                m_d = next(d.m_d for d in changed if d.m_d is not None)
+                fed = warm_start(spark, settings, warm_windows, history.select(*cols),
+                                 batch.select(*cols), m_d, batch_id, stream, detected)
+                log(f"{stream}: batch {batch_id}: warm start of "
+                    f"{', '.join(q.id for q in warm_windows)} from silver history: {fed} "
+                    "pre-deployment events fed")
+            warm = {d.query_id: d.m_d for d in changed if d.strategy == "warm"
+                    and d.m_d is not None and isinstance(by_id.get(d.query_id), PatternQuery)}
+            alert_ids = alerts.alerting(queries)
+        in_force.record(accepted, detected)
+        return warm
 
     def write_chained(rows, recomputed: list[tuple[str, list[str]]],  # noqa: ANN001
                       version: int) -> tuple[int, int]:
@@ -471,23 +572,31 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
         return supersede(spark, settings, rows, recomputed, version)
 
     def each_batch(batch, batch_id: int) -> None:  # noqa: ANN001
+        from pyspark.sql import functions as F
+
         batch = batch.persist()  # every query reads it: one scan of the new silver rows
         try:
-            if not batch.isEmpty():  # e.g. the first batch over a new, empty silver table
-                detect_batch(batch, batch_id)  # (none touches a key: nothing to find)
+            # the batch's newest event time (M_d of a later deployment, docs/rules.md); None:
+            # an empty batch, e.g. the first over a new, empty silver table (nothing to find)
+            newest = batch.agg(F.max(F.unix_micros("event_time"))).first()[0]
+            if newest is not None:
+                detect_batch(batch, batch_id, newest)
         finally:
             batch.unpersist()
 
-    def detect_batch(batch, batch_id: int) -> None:  # noqa: ANN001
-        tuned = in_force["tuned"] = refresh_tuned(spark, settings, in_force["tuned"], stream)
+    def detect_batch(batch, batch_id: int, newest: int) -> None:  # noqa: ANN001
+        tuned = in_use["tuned"] = refresh_tuned(spark, settings, in_use["tuned"], stream)
         version = silver.version()
         detected = datetime.now(UTC)
         history = silver.as_of(version)
+        warm = deploy(batch, batch_id, history, detected)
+        floors = in_force.floors()
         if rbuffer is not None:
             rbuffer.update(history, version, batch, columns)
         found = detect(spark, queries, batch, history, version, batch_id, detected, settings,
                        strategy=settings.live_archive_strategy, rbuffer=rbuffer, tuned=tuned,
-                       plans=plans, incremental=incremental, stream=stream)
+                       plans=plans, incremental=incremental, stream=stream, floors=floors,
+                       warm=warm)
         rows = found.rows.persist()
         try:
             counts = dict(rows.groupBy("query_id").count().collect())
@@ -501,7 +610,9 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
                         found.append, f"{writer}/pattern", batch_id)
             if sum(counts.values()) > appended:  # a MERGE of nothing costs a commit
                 merge_into_gold(spark, settings, found.merge)
-            superseded, restored = supersede(spark, settings, rows, found.recomputed, version)
+            superseded, restored = supersede(
+                spark, settings, rows, found.recomputed, version,
+                {q.id: q.rule_hash for q in queries if q.id in floors})
             for step in found.pattern_steps:
                 supersede_pending(spark, settings, step.supersede, step.query.id, version)
                 superseded += len(step.supersede)
@@ -571,6 +682,7 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
             record_plans(spark, settings, found.plans, detected)
             log(f"{stream}: batch {batch_id}: {sum(counts.values())} complex events detected "
                 f"(silver history pinned at version {version})")
+            in_force.newest.update(batch_id, newest)
         finally:
             rows.unpersist()
 

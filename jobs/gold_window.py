@@ -166,6 +166,9 @@ class WindowSteps:
     stats: dict[str, dict[str, int]] = field(default_factory=dict)
     #: the gold stream's writer id (its checkpoint's): txnAppId of the output appends
     writer: str = ""
+    #: per query deployed with ``reload = "clear"``: M_d; windows starting at or before it
+    #: are the deployment's gap, not emitted (docs/rules.md, "Hot reload")
+    floors: dict[str, int] = field(default_factory=dict)
 
 
 def stored_state(spark, settings: Settings, fingerprints: dict[str, str], batch_id: int,  # noqa: ANN001
@@ -197,25 +200,13 @@ def stored_state(spark, settings: Settings, fingerprints: dict[str, str], batch_
     return previous, state
 
 
-def window_steps(spark, settings: Settings, queries: Sequence[WindowQuery], new_events,  # noqa: ANN001
-                 batch_id: int, stream: str | None = None) -> WindowSteps:
-    """Every window query's step for one micro-batch (``new_events``: the batch's silver
-    rows with the engine columns), in one pandas call per (query, bucket): computed and
-    checkpointed, nothing written yet."""
+def query_events(queries: Sequence[WindowQuery], new_events, buckets: int):  # noqa: ANN001, ANN201
+    """The queries' events among ``new_events`` (silver rows): ``query_id``, ``key``,
+    ``time`` (µs), ``seq``, ``value`` and the key's bucket."""
     from functools import reduce
 
     from pyspark.sql import functions as F
 
-    writer = gold_writer(settings, stream)
-    by_id = {q.id: q for q in queries}
-    fingerprints = {q.id: fingerprint(q, settings, writer) for q in queries}
-    previous, state_in = stored_state(spark, settings, fingerprints, batch_id)
-    newest = new_events.agg(F.max(F.unix_micros("event_time"))).first()[0]
-    watermarks = {}
-    for q in queries:
-        mark = newest - micros(q.watermark_delay)
-        watermarks[q.id] = mark if previous[q.id] is None else max(mark, previous[q.id])
-    buckets = settings.partial_match_buckets
     frames = []
     for q in queries:
         events = new_events.where(F.col(q.key).isNotNull())
@@ -227,7 +218,28 @@ def window_steps(spark, settings: Settings, queries: Sequence[WindowQuery], new_
             F.unix_micros("event_time").alias("time"), F.xxhash64("event_id").alias("seq"),
             F.col(q.attribute).cast("double").alias("value"),
             F.pmod(F.hash(key), F.lit(buckets)).cast("int").alias(BUCKET)))
-    events = reduce(lambda a, b: a.unionByName(b), frames)
+    return reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def window_steps(spark, settings: Settings, queries: Sequence[WindowQuery], new_events,  # noqa: ANN001, PLR0913
+                 batch_id: int, stream: str | None = None,
+                 floors: dict[str, int] | None = None) -> WindowSteps:
+    """Every window query's step for one micro-batch (``new_events``: the batch's silver
+    rows with the engine columns), in one pandas call per (query, bucket): computed and
+    checkpointed, nothing written yet. ``floors``: per query deployed with ``reload =
+    "clear"``, its ``M_d`` (its windows starting at or before it are not emitted)."""
+    from pyspark.sql import functions as F
+
+    writer = gold_writer(settings, stream)
+    by_id = {q.id: q for q in queries}
+    fingerprints = {q.id: fingerprint(q, settings, writer) for q in queries}
+    previous, state_in = stored_state(spark, settings, fingerprints, batch_id)
+    newest = new_events.agg(F.max(F.unix_micros("event_time"))).first()[0]
+    watermarks = {}
+    for q in queries:
+        mark = newest - micros(q.watermark_delay)
+        watermarks[q.id] = mark if previous[q.id] is None else max(mark, previous[q.id])
+    events = query_events(queries, new_events, settings.partial_match_buckets)
     still = [q for q in queries if previous[q.id] is not None
              and watermarks[q.id] == previous[q.id]]
     if still:  # the watermark did not move: only buckets with new events are called
@@ -243,7 +255,43 @@ def window_steps(spark, settings: Settings, queries: Sequence[WindowQuery], new_
     for r in out.where(F.col("kind") == "stats").select("query_id", "stats").collect():
         for name, value in json.loads(r.stats).items():
             stats[r.query_id][name] += int(value)
-    return WindowSteps(list(queries), fingerprints, out, previous, watermarks, stats, writer)
+    return WindowSteps(list(queries), fingerprints, out, previous, watermarks, stats, writer,
+                       {q: f for q, f in (floors or {}).items() if q in by_id})
+
+
+def warm_start(spark, settings: Settings, queries: Sequence[WindowQuery], history,  # noqa: ANN001, PLR0913
+               batch, m_d: int, batch_id: int, stream: str | None, detected: datetime) -> int:
+    """Strategy C (docs/rules.md, "Hot reload"): the state of new versions of ``queries``
+    deployed before batch ``batch_id``, built from silver ``history`` (at the version pinned
+    for the batch) and saved as if batch ``batch_id - 1`` had saved it: each operator is fed
+    the pre-deployment events (time ``<= m_d``, not in ``batch``) that a window still open
+    or correctable at the watermark ``W_d = m_d - watermark_delay`` can hold (time windows
+    and samples: ``>= W_d - window - allowed_lateness``; count windows: all), then advanced
+    to ``W_d``; what that emits is dropped (the old version emitted those windows). Returns
+    the events fed."""
+    from pyspark.sql import functions as F
+
+    writer = gold_writer(settings, stream)
+    by_id = {q.id: q for q in queries}
+    marks = {q.id: m_d - micros(q.watermark_delay) for q in queries}
+    before = history.where(F.unix_micros("event_time") <= m_d).join(
+        batch.select("event_id"), "event_id", "left_anti")
+    events = query_events(queries, before, settings.partial_match_buckets)
+    low = F.lit(False)
+    for q in queries:
+        bound = (None if q.window is None else
+                 marks[q.id] - micros(q.window) - micros(q.allowed_lateness))
+        low = low | ((F.col("query_id") == q.id)
+                     & (F.lit(True) if bound is None else F.col("time") >= bound))
+    events = events.where(low).localCheckpoint(eager=True)
+    state_in = spark.createDataFrame([], f"query_id STRING, {BUCKET} INT, state STRING")
+    out = events.groupBy("query_id", BUCKET).cogroup(state_in.groupBy("query_id", BUCKET)
+                                                     ).applyInPandas(
+        bucket_step(by_id, dict.fromkeys(by_id), marks), OUT_DDL)
+    steps = WindowSteps(list(queries), {q.id: fingerprint(q, settings, writer) for q in queries},
+                        out, dict.fromkeys(by_id), marks, writer=writer)
+    save_state(spark, settings, steps, batch_id - 1, detected)
+    return events.count()
 
 
 def output_rows(steps: WindowSteps, batch_id: int, detected: datetime):  # noqa: ANN201
@@ -255,7 +303,10 @@ def output_rows(steps: WindowSteps, batch_id: int, detected: datetime):  # noqa:
     rule = F.create_map(*[F.lit(x) for q in steps.queries
                           for x in (q.id, q.rule_hash)])
     now = F.lit(pd.Timestamp(detected).tz_localize(None)).cast("timestamp")
-    return steps.out.where(F.col("kind") == "row").select(
+    rows = steps.out.where(F.col("kind") == "row")
+    for query_id, floor in steps.floors.items():
+        rows = rows.where((F.col("query_id") != query_id) | (F.col("window_start") > floor))
+    return rows.select(
         "query_id", version[F.col("query_id")].alias("query_version"), "key",
         mode[F.col("query_id")].alias("window_kind"),
         F.timestamp_micros("window_start").alias("window_start"),
@@ -269,9 +320,6 @@ def commit_windows(spark, settings: Settings, steps: WindowSteps | None, batch_i
                    detected: datetime) -> int:
     """Append the batch's output rows (once per batch id), then save the state (one MERGE
     for every query). Returns the number of output rows."""
-    from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
-
     if steps is None:
         return 0
     rows = sum(s["rows"] for s in steps.stats.values())
@@ -279,6 +327,17 @@ def commit_windows(spark, settings: Settings, steps: WindowSteps | None, batch_i
     if rows:
         outputs.append(output_rows(steps, batch_id, detected),
                        f"{steps.writer or gold_writer(settings)}:window_outputs", batch_id)
+    save_state(spark, settings, steps, batch_id, detected)
+    return rows
+
+
+def save_state(spark, settings: Settings, steps: WindowSteps, batch_id: int,  # noqa: ANN001
+               detected: datetime) -> None:
+    """Merge the step's new state rows and watermarks into ``gold.window_state`` (one
+    MERGE for every query), as saved by batch ``batch_id``."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
     table = LakeTable(spark, settings, STATE).ensure()
     marks = [(q.id, -1, json.dumps({"watermark": steps.watermarks[q.id]}),
               None if steps.previous[q.id] is None
@@ -294,7 +353,6 @@ def commit_windows(spark, settings: Settings, steps: WindowSteps | None, batch_i
     match = "t.query_id = s.query_id AND t.fingerprint = s.fingerprint AND t.bucket = s.bucket"
     (DeltaTable.forPath(spark, table.path).alias("t").merge(new.alias("s"), match)
      .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
-    return rows
 
 
 def drop_stale(spark, settings: Settings, queries: Sequence[WindowQuery],  # noqa: ANN001

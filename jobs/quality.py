@@ -43,6 +43,7 @@ TABLES: tuple[str, ...] = (
     "silver.operator_state",
     "gold.complex_events",
     "gold.rule_runs",
+    "gold.rule_deployments",
     "gold.alerts",
     "gold.alert_snapshots",
     "gold.probabilistic_events",

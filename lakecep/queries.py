@@ -84,6 +84,9 @@ class SnapshotSpec:
 
 #: Keys of a ``[snapshot]`` table.
 SNAPSHOT_KEYS = ("before", "after", "horizon")
+#: ``reload`` of a query file: A clear, C warm (docs/rules.md, "Hot reload"; B,
+#: ``side_by_side``, is designed there but not built)
+RELOAD_STRATEGIES = ("clear", "warm")
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,9 @@ class PatternQuery(_Rule):
     #: the rule's identity (:func:`rule_hash`): what gold rows record, and what a state
     #: fingerprint is valid for
     rule_hash: str = field(default="", compare=False)
+    #: how a changed version is deployed while gold runs (docs/rules.md, "Hot reload");
+    #: not part of ``rule_hash``
+    reload: str = field(default="warm", compare=False)
 
     def compiled(self) -> CompiledQuery:
         """The compiled MATCH_RECOGNIZE statement (cached per process)."""
@@ -128,6 +134,9 @@ class LiveArchiveQuery(_Rule):
     #: the rule's identity (:func:`rule_hash`): what gold rows record, and what a state
     #: fingerprint is valid for
     rule_hash: str = field(default="", compare=False)
+    #: how a changed version is deployed while gold runs (docs/rules.md, "Hot reload");
+    #: not part of ``rule_hash``
+    reload: str = field(default="warm", compare=False)
 
     def spec(self) -> LiveArchiveSpec:
         """The engine's view of this query (both patterns compiled; cached per process)."""
@@ -169,6 +178,9 @@ class AcquisitionQuery(_Rule):
     #: the rule's identity (:func:`rule_hash`): what gold rows record, and what a state
     #: fingerprint is valid for
     rule_hash: str = field(default="", compare=False)
+    #: how a changed version is deployed while gold runs (docs/rules.md, "Hot reload");
+    #: not part of ``rule_hash``
+    reload: str = field(default="warm", compare=False)
 
     def parsed(self):  # noqa: ANN201 - cep_core.planning.And | Seq
         """The pattern with its window in seconds."""
@@ -209,6 +221,9 @@ class UncertainQuery(_Rule):
     #: the rule's identity (:func:`rule_hash`): what gold rows record, and what a state
     #: fingerprint is valid for
     rule_hash: str = field(default="", compare=False)
+    #: how a changed version is deployed while gold runs (docs/rules.md, "Hot reload");
+    #: not part of ``rule_hash``
+    reload: str = field(default="warm", compare=False)
 
     def compiled(self) -> CompiledQuery:
         """The compiled MATCH_RECOGNIZE statement (cached per process)."""
@@ -261,6 +276,9 @@ class WindowQuery(_Rule):
     #: the rule's identity (:func:`rule_hash`): what gold rows record, and what a state
     #: fingerprint is valid for
     rule_hash: str = field(default="", compare=False)
+    #: how a changed version is deployed while gold runs (docs/rules.md, "Hot reload");
+    #: not part of ``rule_hash``
+    reload: str = field(default="warm", compare=False)
 
     @property
     def mode(self) -> str:
@@ -421,9 +439,17 @@ def load_query(path: Path) -> QueryDefinition:
     if inputs and "acquisition" in data:
         raise QueryDefinitionError(f"{path}: input (a chained rule) is for MATCH_RECOGNIZE "
                                    "pattern queries, not acquisition ones")
-    data = {k: v for k, v in data.items() if k not in ("alert", "snapshot", "input")}
+    reload = data.get("reload", "warm")
+    if reload not in RELOAD_STRATEGIES:
+        built = "" if reload != "side_by_side" else " ('side_by_side' is designed, not built)"
+        raise QueryDefinitionError(f"{path}: reload {reload!r}: use one of "
+                                   f"{', '.join(map(repr, RELOAD_STRATEGIES))}{built} (how a "
+                                   "changed version is deployed while gold runs; "
+                                   "docs/rules.md, 'Hot reload')")
+    data = {k: v for k, v in data.items() if k not in ("alert", "snapshot", "input", "reload")}
     common = dict(
         id=_require(data, "id", path),
+        reload=str(reload),
         version=str(data.get("version", "1")),
         description=str(data.get("description", "")),
         attributes=_attributes(data, path),

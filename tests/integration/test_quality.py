@@ -96,6 +96,11 @@ RULE_RUNS = [
     ("c1", "f1", 0, None, 3, True, 0, 4, 4, 2, 0, 0, 0.5, ts(3)),
     ("c1", "f1", 1, 3, 6, False, 3, 2, 4, 1, 1, 0, 0.4, ts(4)),
 ]
+RULE_DEPLOYMENTS = [
+    # stream, query_id, old_hash, new_hash, strategy, batch_id, m_d, deployed_at
+    ("gold_complex_events", "q1", None, "h1", "initial", 0, None, ts(3)),
+    ("gold_complex_events", "q1", "h1", "h2", "warm", 2, ts(2), ts(5)),
+]
 ALERT_SNAPSHOTS = [
     # alert_id, query_id, partition_key, event_id, object_id, event_type, source_id,
     # event_time, ingest_time, attributes, role, snapshot_version, batch_id, created_time
@@ -153,6 +158,7 @@ DATA = {
     "silver.operator_state": OPERATOR_STATE,
     "gold.complex_events": GOLD,
     "gold.rule_runs": RULE_RUNS,
+    "gold.rule_deployments": RULE_DEPLOYMENTS,
     "gold.alerts": ALERTS,
     "gold.alert_snapshots": ALERT_SNAPSHOTS,
     "gold.probabilistic_events": PROBABILISTIC,
@@ -268,7 +274,7 @@ def test_gold_value_sets_agree_with_the_writing_code() -> None:
     import inspect
 
     from cep_core.live_archive.spec import STRATEGIES
-    from lakecep.jobs import snapshots, statistics
+    from lakecep.jobs import reload, snapshots, statistics
     from lakecep.queries import ACQUISITIONS, UNCERTAIN_METHODS, WindowQuery
 
     assert value_set("gold.archive_access", "strategy") == sorted(STRATEGIES)
@@ -276,6 +282,7 @@ def test_gold_value_sets_agree_with_the_writing_code() -> None:
     assert value_set("gold.probabilistic_events", "method") == sorted(UNCERTAIN_METHODS)
     assert value_set("gold.quality_results", "table_name") == sorted(quality.TABLES)
     assert value_set("gold.alert_snapshots", "role") == sorted(snapshots.ROLES)
+    assert value_set("gold.rule_deployments", "strategy") == sorted(reload.STRATEGIES)
     # statistics rows are made by _row("<kind>", ...); window kinds are WindowQuery.mode's
     kinds = set(re.findall(r'_row\("(\w+)"', inspect.getsource(statistics)))
     assert value_set("gold.statistics", "kind") == sorted(kinds)

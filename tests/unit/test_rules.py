@@ -123,8 +123,9 @@ def test_rule_hash_follows_the_definition_not_its_spelling_or_labels(tmp_path: P
     # spelling: whitespace, comments and keyword case print to the same tree
     spelled = base.replace(" MEASURES", "\n  -- the ids\n  measures").replace("PATTERN", "pattern")
     assert PatternQuery("a", "1", "", spelled).rule_hash == first.rule_hash
-    # labels and delivery: version, description, alert do not change results
-    assert PatternQuery("a", "7", "new words", base, alert=True).rule_hash == first.rule_hash
+    # labels and delivery: version, description, alert, reload do not change results
+    assert PatternQuery("a", "7", "new words", base, alert=True,
+                        reload="clear").rule_hash == first.rule_hash
     # every change of results does
     changed = {
         "define": PatternQuery("a", "1", "", Q.format("write")),
@@ -137,6 +138,19 @@ def test_rule_hash_follows_the_definition_not_its_spelling_or_labels(tmp_path: P
     # a text that does not parse still hashes (validate reports it), by its words
     assert (PatternQuery("a", "1", "", "SELECT nonsense (").rule_hash
             == PatternQuery("a", "1", "", "SELECT   nonsense\n(").rule_hash)
+
+
+def test_reload_strategy_of_a_query_file(tmp_path: Path) -> None:
+    path = tmp_path / "a.toml"
+    text = f'id = "a"\nquery = """{Q.format("read")}"""\n'
+    path.write_text(text)
+    assert load_query(path).reload == "warm"  # the default
+    path.write_text('reload = "clear"\n' + text)
+    clear = load_query(path)
+    assert clear.reload == "clear" and clear.rule_hash == _rule("a").rule_hash
+    path.write_text('reload = "hot"\n' + text)
+    with pytest.raises(QueryDefinitionError, match="reload 'hot': use one of 'clear'"):
+        load_query(path)
 
 
 def test_window_rule_hash_ignores_the_order_of_aggregates() -> None:

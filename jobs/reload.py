@@ -1,0 +1,292 @@
+"""Hot reload of rules: a changed query file is deployed between two gold micro-batches
+(docs/rules.md, "Hot reload").
+
+Before each gold batch :meth:`Rules.check` compares the query folder (file set and each
+rule's ``rule_hash``) with the rules in force. A changed, added or removed rule is
+*deployed* at that batch boundary ``b_d`` with its file's ``reload`` strategy (``clear`` or
+``warm``; what each does to the rule's state is in :mod:`~lakecep.jobs.gold` and
+:mod:`~lakecep.jobs.gold_window`). A file that does not validate is not deployed: the
+rule's old version keeps running and the problem is logged (once per change of the
+folder). Deployments are appended to ``gold.rule_deployments`` (one row per rule and
+deployment, with ``M_d``: the newest event time the stream had seen before ``b_d``), which
+is also where a restarted stream finds the versions in force.
+
+``M_d`` comes from a small file next to the stream's checkpoint (:class:`Newest`), updated
+after every batch: the running maximum of the batches' event times (and the one before the
+last batch, for a batch run again after a crash).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from lakecep.config import Settings
+from lakecep.queries import (
+    QUERIES_DIR,
+    RELOAD_STRATEGIES,
+    PatternQuery,
+    QueryDefinition,
+    WindowQuery,
+)
+from lakecep.sources import sources_dir
+from lakecep.validation import validate
+
+from .streaming import log, writer_id
+from .tables import LakeTable
+
+TABLE = "gold.rule_deployments"
+#: ``gold.rule_deployments.strategy``: a file's ``reload``, the versions in force when a
+#: stream first records them, a removed file, a kind deployed by a restart of gold
+STRATEGIES = ("initial", *RELOAD_STRATEGIES, "remove", "restart")
+#: Query kinds a running gold stream can deploy (the others are deployed by a restart).
+HOT = (PatternQuery, WindowQuery)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One rule's deployment at batch ``batch_id`` (``new`` None: removed; ``old`` None:
+    added). ``m_d``: the newest event time (µs) seen before the batch (None: none yet)."""
+
+    query_id: str
+    old: QueryDefinition | None
+    new: QueryDefinition | None
+    strategy: str
+    batch_id: int
+    m_d: int | None
+
+    @property
+    def old_hash(self) -> str | None:
+        return self.old.rule_hash if self.old is not None else None
+
+    @property
+    def new_hash(self) -> str | None:
+        return self.new.rule_hash if self.new is not None else None
+
+    def describe(self) -> str:
+        return (f"deployed {self.query_id} {self.old_hash or '(new)'}→"
+                f"{self.new_hash or '(removed)'} ({self.strategy}) at batch {self.batch_id}")
+
+
+class Newest:
+    """The newest event time the gold stream ``stream`` has seen, kept beside its
+    checkpoint (a file of its own in the checkpoint folder, which Spark ignores):
+    ``{"batch_id": b, "newest": µs through b, "before": µs through b - 1}``."""
+
+    def __init__(self, settings: Settings, stream: str) -> None:
+        self.path = settings.checkpoint(stream) / "lakecep_newest.json"
+
+    def read(self) -> dict[str, Any] | None:
+        try:
+            return json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def before(self, batch_id: int) -> int | None:
+        """M_d for a deployment at ``batch_id`` (None: no batch seen, or no record)."""
+        doc = self.read()
+        if doc is None:
+            return None
+        return doc["newest"] if doc["batch_id"] < batch_id else doc["before"]
+
+    def update(self, batch_id: int, newest: int | None) -> None:
+        before = self.before(batch_id)
+        value = before if newest is None else newest if before is None else max(before, newest)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"batch_id": batch_id, "newest": value, "before": before}))
+        tmp.replace(self.path)
+
+
+def _file_ids(folder: Path) -> dict[str, str]:
+    """Query file -> the ``id`` it declares (files whose TOML does not parse are left out)."""
+    out = {}
+    for path in sorted(folder.glob("*.toml")):
+        try:
+            ident = tomllib.loads(path.read_text()).get("id")
+        except (OSError, tomllib.TOMLDecodeError):
+            continue
+        if isinstance(ident, str):
+            out[str(path)] = ident
+    return out
+
+
+class Rules:
+    """The rules in force in one gold stream, and the check of its query folder."""
+
+    def __init__(self, spark, settings: Settings, stream: str,  # noqa: ANN001
+                 queries: Sequence[QueryDefinition], watch: bool) -> None:
+        self.spark, self.settings, self.stream = spark, settings, stream
+        self.folder = Path(settings.queries_dir) if settings.queries_dir else QUERIES_DIR
+        self.watch = watch
+        self.in_force: dict[str, QueryDefinition] = {q.id: q for q in queries}
+        self.files = _file_ids(self.folder) if watch else {}
+        self.signature = self._signature()
+        self.newest = Newest(settings, stream)
+        #: the versions in force recorded by earlier runs: id -> (rule_hash, strategy, m_d)
+        self.recorded = self._recorded()
+
+    def _signature(self) -> tuple[Any, ...]:
+        if not self.watch:
+            return ()
+        out = []
+        sources = sources_dir(self.settings)
+        for path in sorted([*self.folder.glob("*.toml"),
+                            *(sources.glob("*.toml") if sources.is_dir() else ())]):
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            out.append((str(path), st.st_mtime_ns, st.st_size))
+        return tuple(out)
+
+    def _recorded(self) -> dict[str, tuple[str | None, str, int | None]]:
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        table = LakeTable(self.spark, self.settings, TABLE).ensure()
+        newest = Window.partitionBy("query_id").orderBy(F.col("batch_id").desc(),
+                                                        F.col("deployed_at").desc())
+        rows = (table.read().where(F.col("stream") == self.stream)
+                .withColumn("_n", F.row_number().over(newest)).where("_n = 1")
+                .select("query_id", "new_hash", "strategy", F.unix_micros("m_d").alias("m_d"))
+                .collect())
+        return {r.query_id: (r.new_hash, r.strategy, r.m_d) for r in rows}
+
+    def floors(self) -> dict[str, int]:
+        """Per rule deployed with ``clear`` (and still in that version): ``M_d``, below
+        which its version sees no event (windows starting at or before it, matches with an
+        event at or before it are the gap)."""
+        out = {}
+        for query_id, (new_hash, strategy, m_d) in self.recorded.items():
+            query = self.in_force.get(query_id)
+            if (strategy == "clear" and m_d is not None and query is not None
+                    and query.rule_hash == new_hash):
+                out[query_id] = m_d
+        return out
+
+    def check(self, batch_id: int) -> list[Deployment]:
+        """The deployments at the boundary before ``batch_id``: rules whose version differs
+        from the one recorded in force (a restart after a change of the files, or the
+        stream's first batch), then rules whose file changed since the last check."""
+        deployments: list[Deployment] = []
+        if not self.recorded:  # the stream's first batch with hot reload: its baseline
+            deployments += [Deployment(q.id, None, q, "initial", batch_id, None)
+                            for q in self.in_force.values()]
+        else:
+            m_d = self.newest.before(batch_id)
+            for query in self.in_force.values():
+                recorded = self.recorded.get(query.id)
+                if recorded is None or recorded[0] != query.rule_hash:
+                    old = None if recorded is None or recorded[0] is None else query
+                    hot = isinstance(query, HOT) and not getattr(query, "inputs", ())
+                    deployments.append(Deployment(
+                        query.id, _placeholder(old, recorded), query,
+                        query.reload if hot else "restart", batch_id, m_d))
+            for query_id, (new_hash, _, _) in sorted(self.recorded.items()):
+                if new_hash is not None and query_id not in self.in_force:  # file removed
+                    deployments.append(Deployment(query_id, _Old(query_id, new_hash), None,
+                                                  "remove", batch_id, m_d))
+        signature = self._signature()
+        if self.watch and signature != self.signature and not deployments:
+            deployments += self._changed(batch_id, signature)  # (else: at the next batch)
+        return deployments
+
+    def _changed(self, batch_id: int, signature: tuple[Any, ...]) -> list[Deployment]:
+        report = validate(self.folder, sources_dir(self.settings))
+        bad = {p.file for p in report.problems}
+        files = _file_ids(self.folder)
+        held = {files[f] for f in bad if f in files} | {
+            i for f, i in self.files.items() if f in bad}
+        if bad:
+            problems = "; ".join(str(p) for p in report.problems[:5])
+            log(f"{self.stream}: query folder changed, not deployed (the version in force "
+                f"keeps running): {problems}")
+        self.signature = signature  # (the files and the sources: a fix is a new check)
+        if any(Path(f).parent != self.folder for f in bad):
+            return []  # a source file or the folder itself: nothing is deployed
+        found = {q.id: q for q in report.queries if q.id not in held}
+        m_d = self.newest.before(batch_id)
+        out = []
+        for query_id in sorted(set(found) | set(self.in_force)):
+            if query_id in held:
+                continue
+            old, new = self.in_force.get(query_id), found.get(query_id)
+            if old is not None and new is not None and old.rule_hash == new.rule_hash:
+                continue  # description, alert...: no new version (applied at a start)
+            kind = new if new is not None else old
+            assert kind is not None
+            if not isinstance(kind, HOT) or (isinstance(kind, PatternQuery) and kind.inputs):
+                log(f"{self.stream}: {query_id} changed; a {type(kind).__name__} "
+                    f"{'(chained) ' if getattr(kind, 'inputs', ()) else ''}is deployed at the "
+                    "next start of gold, not while it runs (docs/rules.md, 'Hot reload')")
+                continue
+            strategy = new.reload if new is not None else "remove"
+            out.append(Deployment(query_id, old, new, strategy, batch_id, m_d))
+        self.files = {f: i for f, i in files.items() if f not in bad or i in self.in_force}
+        return out
+
+    def record(self, deployments: Sequence[Deployment], detected: datetime) -> None:
+        """Append the deployments to ``gold.rule_deployments`` and make them in force."""
+        if not deployments:
+            return
+        from pyspark.sql import functions as F
+
+        rows = [(self.stream, d.query_id, d.old_hash, d.new_hash, d.strategy, d.batch_id,
+                 d.m_d, _micros(detected)) for d in deployments]
+        frame = self.spark.createDataFrame(rows, _DDL).select(
+            "stream", "query_id", "old_hash", "new_hash", "strategy", "batch_id",
+            F.timestamp_micros("m_d").alias("m_d"),
+            F.timestamp_micros("deployed_at").alias("deployed_at"))
+        # idempotent per batch and set of deployments: a batch run again after a crash
+        # records nothing twice (and other deployments at that batch are not skipped)
+        what = hashlib.sha256("|".join(d.describe() for d in deployments).encode())
+        LakeTable(self.spark, self.settings, TABLE).ensure().append(
+            frame, f"{writer_id(self.settings, self.stream)}:rule_deployments:"
+            f"{what.hexdigest()[:16]}", deployments[0].batch_id)
+        for d in deployments:
+            self.recorded[d.query_id] = (d.new_hash, d.strategy, d.m_d)
+            if d.new is None:
+                self.in_force.pop(d.query_id, None)
+            else:
+                self.in_force[d.query_id] = d.new
+            if d.strategy != "initial":
+                log(f"{self.stream}: {d.describe()}"
+                    + (f", M_d {_iso(d.m_d)}" if d.m_d is not None else ""))
+        if all(d.strategy == "initial" for d in deployments):
+            log(f"{self.stream}: rule versions in force recorded in {TABLE} (baseline of hot "
+                "reload)")
+
+
+_DDL = ("stream STRING, query_id STRING, old_hash STRING, new_hash STRING, strategy STRING, "
+        "batch_id BIGINT, m_d BIGINT, deployed_at BIGINT")
+
+
+def _placeholder(query: QueryDefinition | None,
+                 recorded: tuple[str | None, str, int | None] | None) -> Any:
+    """The old version of a rule changed while gold was stopped: only its hash is known."""
+    if query is None or recorded is None:
+        return None
+    return _Old(query.id, recorded[0] or "")
+
+
+@dataclass(frozen=True)
+class _Old:
+    id: str
+    rule_hash: str
+
+
+def _micros(value: datetime) -> int:
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return int(value.timestamp() * 1_000_000)
+
+
+def _iso(us: int) -> str:
+    return datetime.fromtimestamp(us / 1e6, UTC).isoformat()

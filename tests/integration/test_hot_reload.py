@@ -1,0 +1,233 @@
+"""Hot reload of rules (docs/rules.md, "Hot reload"): window and pattern rules changed
+between two gold batches, deployed with ``reload = "clear"`` (A) and ``"warm"`` (C). Gold
+must equal each strategy's offline truth row for row, every row with the rule_hash the
+truth assigns it; and the deployment check keeps the old version when a changed file does
+not validate."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+from cep_core.windows import Event, Insert
+from lakecep.jobs import bronze, gold, silver
+from lakecep.jobs.reload import TABLE, Rules
+from lakecep.jobs.tables import LakeTable
+from lakecep.queries import PatternQuery, WindowQuery, load_query
+
+pytestmark = pytest.mark.spark
+T0 = datetime(2026, 5, 1, tzinfo=UTC)
+US = 60_000_000  # a minute in µs
+
+
+def _window(rule: str, minutes: int, reload: str) -> str:
+    return f'''id = "{rule}"
+kind = "window"
+reload = "{reload}"
+attribute = "temperature"
+aggregates = ["avg", "count"]
+window = "{minutes} minutes"
+event_types = ["reading"]
+'''
+
+
+def _pattern(rule: str, second: str, reload: str) -> str:
+    return f'''id = "{rule}"
+reload = "{reload}"
+query = """SELECT * FROM events MATCH_RECOGNIZE (PARTITION BY object_id ORDER BY event_time
+  MEASURES A.event_id AS a PATTERN (A {second}) WITHIN INTERVAL '30' MINUTE
+  DEFINE A AS source_id = 'A', {second} AS source_id = '{second}')"""
+'''
+
+
+def _rules(version: int) -> dict[str, str]:
+    """v1: 5-minute windows, pattern A B; v2: 10-minute windows, pattern A C."""
+    minutes, second = (5, "B") if version == 1 else (10, "C")
+    return {f"{kind}_{reload}": (_window if kind == "w" else _pattern)(
+        f"{kind}_{reload}", minutes if kind == "w" else second, reload)  # type: ignore[operator]
+        for kind in ("w", "p") for reload in ("clear", "warm")}
+
+
+# tags: (tag, reader, minute); readings of s1 and s2 every minute; M_d = minute 19
+TAGS = [
+    [("t1", "A", 1), ("t1", "B", 2), ("t2", "A", 3), ("t2", "C", 4), ("t3", "A", 5)],
+    [("t3", "B", 11), ("t4", "A", 12), ("t4", "C", 13), ("t5", "A", 18)],
+    [("t5", "C", 21), ("t6", "A", 25), ("t6", "C", 26), ("t1", "A", 30), ("t1", "C", 31),
+     ("t3", "A", 32), ("t3", "B", 33)],
+]
+MINUTES = [range(0, 10), range(10, 20), range(20, 40)]
+
+
+def _batches() -> list[list[dict]]:
+    out = []
+    for n, (tags, minutes) in enumerate(zip(TAGS, MINUTES, strict=True)):
+        rows = [{"event_id": f"r{n}_{s}_{m}", "object_id": s, "event_type": "reading",
+                 "source_id": "r", "time": m * US, "temperature": float((m * 7 + k) % 11)}
+                for m in minutes for k, s in enumerate(("s1", "s2"))]
+        rows += [{"event_id": f"{tag}_{m}", "object_id": tag, "event_type": "read",
+                  "source_id": reader, "time": m * US} for tag, reader, m in tags]
+        if n == 2:  # moves the watermark past every window
+            rows.append({"event_id": "x", "object_id": "x", "event_type": "other",
+                         "source_id": "x", "time": 60 * US})
+        out.append(rows)
+    return out
+
+
+def _line(e: dict) -> str:
+    when = (T0 + timedelta(microseconds=e["time"])).isoformat().replace("+00:00", "Z")
+    attributes = {"temperature": e["temperature"]} if "temperature" in e else {}
+    return json.dumps({"event_id": e["event_id"], "object_id": e["object_id"],
+                       "event_type": e["event_type"], "source_id": e["source_id"],
+                       "event_time": when, "attributes": attributes})
+
+
+def _window_rows(query: WindowQuery, batches: list[list[dict]], seq: dict[str, int],
+                 marks: list[int], emit_from: int = 0) -> set[tuple]:
+    """One operator fed ``batches`` with the gold watermarks ``marks``; the rows emitted
+    by batches ``>= emit_from``, with the query's rule_hash."""
+    op, out = query.operator(), set()
+    for n, (batch, mark) in enumerate(zip(batches, marks, strict=True)):
+        for e in sorted((e for e in batch if e["event_type"] == "reading"),
+                        key=lambda e: (e["time"], seq[e["event_id"]])):
+            op.apply(Insert(Event(e["object_id"], e["time"] + _t0(), seq[e["event_id"]],
+                                  e["temperature"])))
+        rows = op.advance(mark + _t0())
+        if n >= emit_from:
+            out |= {(r.key, r.window_start, r.window_end, r.aggregate, _round(r.value),
+                     r.count, r.revision, r.emitted_at, query.rule_hash) for r in rows}
+    return out
+
+
+def _t0() -> int:
+    return int(T0.timestamp()) * 1_000_000
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else float(f"{value:.12g}")
+
+
+def _matches(query: PatternQuery, events: list[dict]) -> set[tuple[str, ...]]:
+    frame = pd.DataFrame([{**e, "event_time": pd.Timestamp(T0.replace(tzinfo=None))
+                           + pd.Timedelta(microseconds=e["time"])}
+                          for e in events]).drop(columns=["time", "temperature"])
+    frame = frame.sort_values("event_time", kind="stable").reset_index(drop=True)
+    return {tuple(frame["event_id"].iloc[list(m.rows)]) for m in
+            query.compiled().find_matches(frame) if m.rows}
+
+
+def test_clear_and_warm_reload_equal_offline_truth(spark, settings, tmp_path: Path) -> None:  # noqa: ANN001
+    folder = tmp_path / "queries"
+    folder.mkdir()
+    local = dataclasses.replace(settings, home=tmp_path / "home", queries_dir=str(folder),
+                                partial_match_buckets=2)
+    local.landing.mkdir(parents=True)
+    batches = _batches()
+    versions: dict[int, dict[str, WindowQuery | PatternQuery]] = {}
+    for version in (1, 2):
+        for name, text in _rules(version).items():
+            (tmp_path / f"{name}.toml").write_text(text)
+        versions[version] = {name: load_query(tmp_path / f"{name}.toml")  # type: ignore[misc]
+                             for name in _rules(version)}
+    for n, batch in enumerate(batches):
+        for name, text in _rules(1 if n < 2 else 2).items():  # changed before batch 2
+            (folder / f"{name}.toml").write_text(text)
+        (local.landing / f"b{n}.jsonl").write_text("\n".join(map(_line, batch)) + "\n")
+        for job in (bronze, silver, gold):
+            job.run(spark, local)
+
+    m_d = max(e["time"] for batch in batches[:2] for e in batch)
+    deployed = LakeTable(spark, local, TABLE).read().select(
+        "query_id", "old_hash", "new_hash", "strategy", "batch_id",
+        F.unix_micros("m_d").alias("m_d")).collect()
+    v1, v2 = versions[1], versions[2]
+    assert {tuple(r) for r in deployed} == {
+        *((q, None, v1[q].rule_hash, "initial", 0, None) for q in v1),
+        *((q, v1[q].rule_hash, v2[q].rule_hash, q.split("_")[1], 2, m_d + _t0())
+          for q in v1)}
+
+    # windows: gold.window_outputs = the old version's rows emitted before batch 2 + the
+    # new version's rows from batch 2 on, per strategy
+    seq = {r.event_id: r.seq for r in LakeTable(spark, local, "silver.events").read().select(
+        "event_id", F.xxhash64("event_id").alias("seq")).collect()}
+    marks = [max(e["time"] for e in batch) for batch in batches]
+    marks = [max(marks[:n + 1]) for n in range(len(marks))]
+    got: dict[str, set[tuple]] = {}
+    for r in LakeTable(spark, local, "gold.window_outputs").read().select(
+            "*", F.unix_micros("window_start").alias("ws"),
+            F.unix_micros("window_end").alias("we"),
+            F.unix_micros("emitted_at").alias("at")).collect():
+        got.setdefault(r.query_id, set()).add(
+            (r.key, r.ws, r.we, r.aggregate, _round(r.value), r.event_count, r.revision,
+             r.at, r.rule_hash))
+    for rule in ("w_clear", "w_warm"):
+        old, new = v1[rule], v2[rule]
+        assert isinstance(old, WindowQuery) and isinstance(new, WindowQuery)
+        truth = _window_rows(old, batches[:2], seq, marks[:2])
+        if rule == "w_clear":  # A: new version over batch 2 only; windows starting <= M_d: gap
+            truth |= {r for r in _window_rows(new, batches[2:], seq, marks[2:])
+                      if r[1] > m_d + _t0()}
+        else:  # C: new version as if always deployed, rows emitted from batch 2 on
+            truth |= _window_rows(new, batches, seq, marks, emit_from=2)
+        assert got[rule] == truth, rule
+    assert any(r[1] <= m_d + _t0() and r[-1] == v2["w_warm"].rule_hash
+               for r in got["w_warm"])   # warm: the window across M_d is not a gap
+    assert not any(r[1] <= m_d + _t0() and r[-1] == v2["w_clear"].rule_hash
+                   for r in got["w_clear"])
+
+    # patterns: current complex events and their rule_hash
+    events = [e for batch in batches for e in batch]
+    rows = LakeTable(spark, local, "gold.complex_events").read().collect()
+    for rule in ("p_clear", "p_warm"):
+        old, new = v1[rule], v2[rule]
+        assert isinstance(old, PatternQuery) and isinstance(new, PatternQuery)
+        current = {(tuple(r.live_event_ids), r.rule_hash) for r in rows
+                   if r.query_id == rule and r.superseded_version is None}
+        before = _matches(old, [e for b in batches[:2] for e in b])
+        if rule == "p_clear":  # A: old rows kept; new version over events after M_d
+            truth = {(m, old.rule_hash) for m in before} | {
+                (m, new.rule_hash) for m in _matches(new, [e for e in events
+                                                           if e["time"] > m_d])}
+        else:  # C: the new version over all events (old rows it does not find superseded)
+            truth = {(m, old.rule_hash if m in before else new.rule_hash)
+                     for m in _matches(new, events)}
+        assert current == truth, rule
+    assert ("t5_18", "t5_21") in {m for m, _ in current}  # warm: the match across M_d
+
+
+def test_invalid_change_keeps_the_version_in_force(spark, settings, tmp_path: Path,  # noqa: ANN001
+                                                   capsys) -> None:
+    folder = tmp_path / "queries"
+    folder.mkdir()
+    local = dataclasses.replace(settings, home=tmp_path / "home", queries_dir=str(folder))
+    path = folder / "w_warm.toml"
+    path.write_text(_rules(1)["w_warm"])
+    v1 = load_query(path)
+    rules = Rules(spark, local, "gold_test", [v1], watch=True)
+    baseline = rules.check(0)
+    assert [(d.query_id, d.strategy) for d in baseline] == [("w_warm", "initial")]
+    rules.record(baseline, datetime.now(UTC))
+    assert rules.check(1) == []  # nothing changed
+
+    path.write_text(_rules(2)["w_warm"].replace('window = "10 minutes"', 'window = "ten"'))
+    assert rules.check(1) == [] and rules.in_force["w_warm"] == v1
+    assert "not deployed" in capsys.readouterr().err
+    (folder / "extra.toml").write_text("id = ")   # not TOML: nothing else deployed either
+    assert rules.check(1) == []
+
+    (folder / "extra.toml").unlink()
+    path.write_text(_rules(2)["w_warm"])
+    rules.newest.update(0, 19 * US)
+    [change] = rules.check(1)
+    assert (change.old_hash, change.new_hash, change.strategy, change.m_d) == (
+        v1.rule_hash, load_query(path).rule_hash, "warm", 19 * US)
+    rules.record([change], datetime.now(UTC))
+    assert "deployed w_warm" in capsys.readouterr().err
+    path.unlink()
+    [gone] = rules.check(2)
+    assert (gone.new_hash, gone.strategy) == (None, "remove")
