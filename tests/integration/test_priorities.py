@@ -18,7 +18,7 @@ from lakecep.jobs.streaming import reporting
 from lakecep.jobs.tables import LakeTable
 from lakecep.queries import QUERIES_DIR
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 T0 = datetime(2026, 1, 1)
 
 
