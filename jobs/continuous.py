@@ -6,7 +6,10 @@ starts its query (processing-time trigger ``trigger_interval``, its own checkpoi
 returns; silver reads bronze and gold reads silver as Delta streaming sources, so each
 layer's micro-batch follows the one above it by at most one trigger interval. Gold runs every
 query in one stream, each query's work in its FAIR pool (the session starts in FAIR mode;
-the newest tuned configuration's pool weights are applied between micro-batches).
+the newest tuned configuration's pool weights are applied between micro-batches) -- or, when
+the rules use several priority classes, one stream per class (``gold_high``,
+``gold_normal``, ``gold_low``), each in its class's pool (docs/rules.md, "Priorities"); the
+heartbeat has each query's last batch time and backlog, so a class falling behind shows.
 
 The main thread then watches: every few seconds it rewrites the heartbeat
 (``lakecep.continuous``: ``$LAKECEP_HOME/run/continuous.json``, with a
@@ -61,10 +64,15 @@ class Heartbeat:
             self.doc["tuned_version"] = app_status.get("tuned_version")
             files.write_atomic(files.heartbeat_path(self.settings), self.doc)
 
-    def progress(self, name: str, batch_id: int, rows: int, when: str) -> None:
+    def progress(self, name: str, batch_id: int, rows: int, when: str,
+                 **lag: Any) -> None:
+        """``lag``: the batch's ``last_batch_ms`` and the source's backlog
+        (``backlog_files`` / ``backlog_bytes``: silver not yet read by this query), what
+        shows a priority class falling behind (docs/rules.md, "Priorities")."""
         with self.lock:
             entry = self.doc["queries"].setdefault(name, {"batches": 0, "rows": 0})
-            entry.update(last_batch_id=batch_id, last_progress_at=when, last_rows=rows)
+            entry.update(last_batch_id=batch_id, last_progress_at=when, last_rows=rows,
+                         **{k: v for k, v in lag.items() if v is not None})
             if rows:
                 entry["batches"] += 1
                 entry["rows"] += rows
@@ -88,8 +96,16 @@ def listener(heartbeat: Heartbeat, names: dict[str, str]):  # noqa: ANN201 - a S
         def onQueryProgress(self, event: Any) -> None:  # noqa: N802
             progress = event.progress
             name = progress.name or str(progress.id)
+            metrics = progress.sources[0].metrics if progress.sources else {}
+
+            def number(key: str) -> int | None:
+                value = (metrics or {}).get(key)
+                return int(value) if value is not None else None
+
             heartbeat.progress(name, int(progress.batchId), int(progress.numInputRows),
-                               progress.timestamp)
+                               progress.timestamp, last_batch_ms=int(progress.batchDuration),
+                               backlog_files=number("numFilesOutstanding"),
+                               backlog_bytes=number("numBytesOutstanding"))
             if progress.numInputRows:
                 log(f"{name}: batch {progress.batchId}: {progress.numInputRows} input rows, "
                     f"{progress.batchDuration} ms")

@@ -27,6 +27,7 @@ from lakecep import rules
 from lakecep.alerts import check_url
 from lakecep.config import Settings
 from lakecep.queries import (
+    PRIORITIES,
     AcquisitionQuery,
     LiveArchiveQuery,
     PatternQuery,
@@ -154,9 +155,12 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
     appends: list[Any] = []
     pools = (tuned or {}).get("gold", {}).get("pools", {})
     context = spark.sparkContext
+    base = context.getLocalProperty("spark.scheduler.pool")  # a class stream's pool
     for query in queries:
-        pool = pool_name(query.id) if pool_name(query.id) in pools else None
-        context.setLocalProperty("spark.scheduler.pool", pool)  # None: the default pool
+        # a class stream (docs/rules.md, "Priorities") runs everything in its class's pool
+        pool = (pool_name(query.id) if base is None and pool_name(query.id) in pools
+                else None)
+        context.setLocalProperty("spark.scheduler.pool", pool or base)  # None: default
         if isinstance(query, WindowQuery):
             continue  # all window queries at once, below
         if isinstance(query, UncertainQuery):
@@ -198,7 +202,7 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
             found.recomputed.append((query.id, step.replayed))
         if pool:
             results[-1] = results[-1].localCheckpoint(eager=True)  # computed in its pool
-    context.setLocalProperty("spark.scheduler.pool", None)
+    context.setLocalProperty("spark.scheduler.pool", base)
     windows = [q for q in queries if isinstance(q, WindowQuery)]
     if windows:
         found.windows = window_steps(spark, settings, windows, new_events, batch_id, stream,
@@ -262,30 +266,67 @@ def log_pools(spark, tuned: dict[str, Any]) -> str:  # noqa: ANN001
     return f"scheduler {mode}, {where}: " + ", ".join(parts)
 
 
-def apply_pools(spark, tuned: dict[str, Any]) -> list[str]:  # noqa: ANN001
-    """Give the running session's FAIR pools the weights of ``tuned``: a pool whose weight
-    differs is replaced by a new one (Spark's pools are immutable) and a missing one added.
-    Called between gold micro-batches, when no job runs in the query pools (only gold's
-    queries use them). Returns the pools changed. Without FAIR mode (the session started
-    without a pool file) nothing is changed: pools are ignored by the FIFO scheduler."""
+#: The classes whose gold streams run in this process (priority -> rule ids), for
+#: :func:`apply_pools` to re-weight their pools with a new tuned configuration.
+CLASS_RULES: dict[str, list[str]] = {}
+#: How often a class stream runs a batch whose Delta commit conflicted with another class
+#: stream's (concurrent MERGEs into one table) before the stream fails.
+CONFLICT_RETRIES = 5
+
+
+def concurrent_write(exc: BaseException) -> bool:
+    """Whether ``exc`` is Delta's optimistic-concurrency conflict (another writer committed
+    to a table this batch read): the batch can run again, every write being idempotent."""
+    text = f"{type(exc).__name__}: {exc}"
+    return "Concurrent" in text and ("io.delta" in text or "Delta" in text
+                                     or type(exc).__module__.startswith("delta"))
+
+
+def class_pools(tuned: dict[str, Any] | None, classes: dict[str, list[str]]
+                ) -> dict[str, tuple[int, int]]:
+    """The class pools' (weight, minShare) (docs/rules.md, "Priorities")."""
+    return {rules.class_pool(c): (rules.class_weight(c, ids, tuned), rules.CLASS_MIN_SHARE[c])
+            for c, ids in classes.items()}
+
+
+def set_pools(spark, pools: dict[str, tuple[int, int]]) -> str:  # noqa: ANN001
+    """Give the running session's FAIR scheduler the pools ``pools`` (name -> (weight,
+    minShare)): a pool that differs is replaced by a new one (Spark's pools are immutable)
+    unless a job runs in it, a missing one added. Returns what it did, for the log. Without
+    FAIR mode (a session started without a pool file) nothing is changed: pools are ignored
+    by the FIFO scheduler."""
     context = spark.sparkContext
     if context.getConf().get("spark.scheduler.mode", "FIFO").upper() != "FAIR":
-        return []
+        return ("scheduler FIFO (no tuned pool file at session start): pools "
+                f"{', '.join(sorted(pools))} are labels only")
     jvm = context._jvm  # noqa: SLF001 - pools have no Python API
     root = context._jsc.sc().taskScheduler().rootPool()  # noqa: SLF001
     fair = jvm.org.apache.spark.scheduler.SchedulingMode.FAIR()
-    changed = []
-    for name, weight in sorted(tuned["gold"]["pools"].items()):
+    done = []
+    for name, (weight, share) in sorted(pools.items()):
         found = root.getSchedulableByName(name)
-        if found is not None and found.weight() == int(weight):
+        if found is not None and (found.weight(), found.minShare()) == (weight, share):
             continue
         if found is not None:
             if found.runningTasks() or not found.schedulableQueue().isEmpty():
-                continue  # busy (it should not be between batches): next batch
+                done.append(f"{name} busy (kept weight {found.weight()})")
+                continue  # busy: the next configuration or start
             root.removeSchedulable(found)
-        root.addSchedulable(jvm.org.apache.spark.scheduler.Pool(name, fair, 0, int(weight)))
-        changed.append(f"{name} weight {int(weight)}")
-    return changed
+        root.addSchedulable(jvm.org.apache.spark.scheduler.Pool(name, fair, share, weight))
+        done.append(f"{name} weight {weight}" + (f" minShare {share}" if share else ""))
+    return "pools " + (", ".join(done) or "unchanged")
+
+
+def apply_pools(spark, tuned: dict[str, Any]) -> list[str]:  # noqa: ANN001
+    """Give the running session's FAIR pools the weights of ``tuned``: each query's pool
+    and, for the class streams of this process (:data:`CLASS_RULES`), each class's pool
+    (:func:`class_pools`). Called between gold micro-batches. Returns the pools changed."""
+    wanted = {name: (int(weight), 0) for name, weight in tuned["gold"]["pools"].items()}
+    wanted |= class_pools(tuned, dict(CLASS_RULES))
+    changed = set_pools(spark, wanted)
+    if not changed.startswith("pools ") or changed == "pools unchanged":
+        return []
+    return changed.removeprefix("pools ").split(", ")
 
 
 def refresh_tuned(spark, settings: Settings, tuned: dict[str, Any] | None,  # noqa: ANN001
@@ -394,24 +435,58 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
             raise ValidationError(problems)
     chained = rules.chained(queries)   # rules over other rules' outputs (docs/rules.md)
     levels = rules.rule_levels(list(queries)) if chained else {}
-    only: list[str] | None = None
     if query_id is not None:
         known = [q.id for q in queries]
         if query_id not in known:
             raise ValueError(f"gold --query {query_id!r}: no such query; the queries are "
                              f"{', '.join(known)}")
-        only = [query_id]
-        chained = [q for q in chained if q.id == query_id]
-        queries = [q for q in queries if q.id == query_id]
-    stream = stream_name(query_id)
-    if query_id is not None and seed_checkpoint(settings, stream):
-        log(f"{stream}: new per-query checkpoint, seeded from {QUERY}'s (it continues where "
-            "the stream of every query stopped; docs/airflow.md, 'One task per query')")
-    per_query = sorted(p.name for p in settings.checkpoints.glob(f"{QUERY}__*"))
-    if query_id is None and per_query:
-        log(f"{stream}: warning: this lake's gold also runs per query ({', '.join(per_query)}"
-            "): this stream re-reads what they processed; window queries would append their "
-            "outputs again (docs/airflow.md, 'One task per query')")
+        return _start(spark, settings, [q for q in queries if q.id == query_id], sources,
+                      [q for q in chained if q.id == query_id], levels,
+                      stream_name(query_id), [query_id], continuous)  # (no hot reload)
+    classes = rules.priority_classes(queries)
+    if len(classes) == 1:   # one class: the stream of every query, as before classes
+        return _start(spark, settings, queries, sources, chained, levels, QUERY, None,
+                      continuous, watch=watch)
+    # one stream per class (docs/rules.md, "Priorities"), started high first: with
+    # availableNow they run one after the other in that order (a chained rule's inputs,
+    # of its class or a higher one, are written before it runs)
+    runs = []
+    for priority, members in classes.items():
+        ids = [q.id for q in members]
+        runs.append(_start(spark, settings, members, sources,
+                           [q for q in chained if q.id in ids], levels,
+                           rules.class_stream(priority), ids, continuous, priority,
+                           watch=watch))
+    return StreamRun(QUERY, sum(r.batches for r in runs),
+                     max(r.input_rows for r in runs), sum(r.seconds for r in runs))
+
+
+def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noqa: ANN001, C901, PLR0913, PLR0915
+           sources: Sequence[Any], chained: list[Any], levels: dict[str, int], stream: str,
+           only: list[str] | None, continuous: bool, priority: str | None = None, *,
+           watch: bool = False) -> StreamRun:
+    """Start (or run, with availableNow) the gold stream ``stream`` of ``queries``
+    (``chained``: those of them that read other rules' outputs; ``only``: the query ids
+    whose stored state it may drop, None: every query's); ``priority``: the class of a
+    class stream, whose jobs run in the class's FAIR pool; ``watch``: deploy the changes
+    of the query folder while it runs (of its class only; docs/rules.md, "Hot reload")."""
+    if stream != QUERY and seed_checkpoint(settings, stream):
+        log(f"{stream}: new checkpoint, seeded from {QUERY}'s (it continues where the stream "
+            "of every query stopped; docs/airflow.md, 'One task per query', docs/rules.md, "
+            "'Priorities')")
+    others = sorted(p.name for p in settings.checkpoints.glob(f"{QUERY}__*")) + sorted(
+        p.name for p in settings.checkpoints.glob("gold_*")
+        if p.name in {rules.class_stream(c) for c in PRIORITIES})
+    if stream == QUERY and others:
+        log(f"{stream}: warning: this lake's gold also runs per query or per priority class "
+            f"({', '.join(others)}): this stream re-reads what they processed; window "
+            "queries would append their outputs again (docs/airflow.md, 'One task per "
+            "query')")
+    pool = rules.class_pool(priority) if priority else None
+    if priority:
+        CLASS_RULES[priority] = [q.id for q in queries]
+        log(f"{stream}: priority {priority}: " + set_pools(spark, class_pools(
+            load_latest(settings), {priority: CLASS_RULES[priority]})))
     queries = with_source_attributes([q for q in queries if q not in chained], sources)
     silver = LakeTable(spark, settings, "silver.events").ensure()
     LakeTable(spark, settings, "gold.complex_events").ensure()
@@ -499,7 +574,7 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
         log(f"{stream}: batch {batch_id}: {new} new alerts{note}")
 
     writer = writer_id(settings, stream)  # txnAppId of the access record's append
-    in_force = reload.Rules(spark, settings, stream, [*queries, *chained], watch)
+    in_force = reload.Rules(spark, settings, stream, [*queries, *chained], watch, priority)
 
     def deploy(batch, batch_id: int, history, detected: datetime) -> dict[str, int]:  # noqa: ANN001
         """Deploy the rules changed since the last batch (docs/rules.md, "Hot reload");
@@ -574,13 +649,25 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
     def each_batch(batch, batch_id: int) -> None:  # noqa: ANN001
         from pyspark.sql import functions as F
 
+        if pool:  # (the batch's thread has it from the stream's; set again to be sure)
+            spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
         batch = batch.persist()  # every query reads it: one scan of the new silver rows
         try:
             # the batch's newest event time (M_d of a later deployment, docs/rules.md); None:
             # an empty batch, e.g. the first over a new, empty silver table (nothing to find)
             newest = batch.agg(F.max(F.unix_micros("event_time"))).first()[0]
             if newest is not None:
-                detect_batch(batch, batch_id, newest)
+                for attempt in range(1, CONFLICT_RETRIES + 1):
+                    try:
+                        detect_batch(batch, batch_id, newest)
+                        break
+                    except Exception as exc:
+                        if priority is None or attempt == CONFLICT_RETRIES or \
+                                not concurrent_write(exc):
+                            raise
+                        log(f"{stream}: batch {batch_id}: a concurrent gold write of another "
+                            f"class conflicted ({type(exc).__name__}); batch run again "
+                            f"(attempt {attempt + 1}; every write is idempotent)")
         finally:
             batch.unpersist()
 
@@ -690,4 +777,9 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
     # runs; rebinding it made the app id the repr of this object, different in every
     # process, so a batch run again after a kill appended its in-order rows twice)
     sink = silver.stream(max_files).writeStream.foreachBatch(each_batch)
-    return run_stream(sink, settings, stream, continuous=continuous)
+    context = spark.sparkContext
+    context.setLocalProperty("spark.scheduler.pool", pool)  # the stream's thread inherits it
+    try:
+        return run_stream(sink, settings, stream, continuous=continuous)
+    finally:
+        context.setLocalProperty("spark.scheduler.pool", None)

@@ -121,8 +121,13 @@ class Rules:
     """The rules in force in one gold stream, and the check of its query folder."""
 
     def __init__(self, spark, settings: Settings, stream: str,  # noqa: ANN001
-                 queries: Sequence[QueryDefinition], watch: bool) -> None:
+                 queries: Sequence[QueryDefinition], watch: bool,
+                 priority: str | None = None) -> None:
         self.spark, self.settings, self.stream = spark, settings, stream
+        #: a class stream's class (docs/rules.md, "Priorities"): the folder's rules of
+        #: other classes are not its own (a rule moved to another class is removed here
+        #: and added in that class's stream)
+        self.priority = priority
         self.folder = Path(settings.queries_dir) if settings.queries_dir else QUERIES_DIR
         self.watch = watch
         self.in_force: dict[str, QueryDefinition] = {q.id: q for q in queries}
@@ -211,7 +216,8 @@ class Rules:
         self.signature = signature  # (the files and the sources: a fix is a new check)
         if any(Path(f).parent != self.folder for f in bad):
             return []  # a source file or the folder itself: nothing is deployed
-        found = {q.id: q for q in report.queries if q.id not in held}
+        found = {q.id: q for q in report.queries if q.id not in held
+                 and self.priority in (None, q.priority)}
         m_d = self.newest.before(batch_id)
         out = []
         for query_id in sorted(set(found) | set(self.in_force)):

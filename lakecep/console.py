@@ -124,6 +124,8 @@ def continuous_line(app: Mapping[str, Any]) -> str:
     queries = [f"{name}: batch {q.get('last_batch_id')}, {q.get('rows', 0):,} rows in "
                f"{q.get('batches', 0)} batches since start, last progress "
                f"{q.get('last_progress_at')}"
+               + (f", last batch {q['last_batch_ms']:,} ms" if "last_batch_ms" in q else "")
+               + (f", backlog {q['backlog_files']:,} files" if "backlog_files" in q else "")
                for name, q in sorted((beat.get("queries") or {}).items())]
     tuned = beat.get("tuned_version")
     return "\n".join([head, *[f"  {escape(q)}" for q in queries],

@@ -103,6 +103,8 @@ class PatternQuery(_Rule):
     #: a chained rule: the ids of the rules whose complex events it reads instead of silver
     #: (docs/rules.md)
     inputs: tuple[str, ...] = ()
+    #: priority class (docs/rules.md, "Priorities"): which gold stream and pool run it
+    priority: str = "normal"
     #: the rule's identity (:func:`rule_hash`): what gold rows record, and what a state
     #: fingerprint is valid for
     rule_hash: str = field(default="", compare=False)
@@ -131,6 +133,8 @@ class LiveArchiveQuery(_Rule):
     attributes: tuple[tuple[str, str], ...] = ()
     alert: bool = False
     snapshot: SnapshotSpec | None = None
+    #: priority class (docs/rules.md, "Priorities"): which gold stream and pool run it
+    priority: str = "normal"
     #: the rule's identity (:func:`rule_hash`): what gold rows record, and what a state
     #: fingerprint is valid for
     rule_hash: str = field(default="", compare=False)
@@ -175,6 +179,8 @@ class AcquisitionQuery(_Rule):
     attributes: tuple[tuple[str, str], ...] = ()
     alert: bool = False
     snapshot: SnapshotSpec | None = None
+    #: priority class (docs/rules.md, "Priorities"): which gold stream and pool run it
+    priority: str = "normal"
     #: the rule's identity (:func:`rule_hash`): what gold rows record, and what a state
     #: fingerprint is valid for
     rule_hash: str = field(default="", compare=False)
@@ -218,6 +224,8 @@ class UncertainQuery(_Rule):
     query: str
     method: str = "auto"
     attributes: tuple[tuple[str, str], ...] = ()
+    #: priority class (docs/rules.md, "Priorities"): which gold stream and pool run it
+    priority: str = "normal"
     #: the rule's identity (:func:`rule_hash`): what gold rows record, and what a state
     #: fingerprint is valid for
     rule_hash: str = field(default="", compare=False)
@@ -246,7 +254,8 @@ WINDOW_AGGREGATES = ("count", "sum", "avg", "var", "min", "max")
 #: Keys a ``kind = "window"`` file may have (a misspelt key is an error, not ignored).
 WINDOW_KEYS = frozenset({"id", "version", "kind", "description", "attributes", "attribute",
                          "aggregates", "window", "rows", "slide", "every", "key",
-                         "event_types", "watermark_delay", "allowed_lateness"})
+                         "event_types", "watermark_delay", "allowed_lateness",
+                         "priority"})
 _MICROSECOND = timedelta(microseconds=1)
 
 
@@ -273,6 +282,8 @@ class WindowQuery(_Rule):
     watermark_delay: timedelta = timedelta(0)
     allowed_lateness: timedelta = timedelta(0)
     attributes: tuple[tuple[str, str], ...] = ()
+    #: priority class (docs/rules.md, "Priorities"): which gold stream and pool run it
+    priority: str = "normal"
     #: the rule's identity (:func:`rule_hash`): what gold rows record, and what a state
     #: fingerprint is valid for
     rule_hash: str = field(default="", compare=False)
@@ -333,9 +344,9 @@ def canonical_definition(query: QueryDefinition,
                          upstream: dict[str, str] | None = None) -> dict[str, object]:
     """Every field of ``query`` that changes its output, in a canonical form (docs/rules.md,
     "The rule version in every gold row"); not ``description``, ``version``, ``alert``,
-    ``[snapshot]``, a live-archive ``strategy`` or acquisition latencies, which change how
-    or when results are delivered, not which. ``upstream``: a chained rule's inputs'
-    ``rule_hash`` by id (a change upstream is a new version downstream)."""
+    ``priority``, ``[snapshot]``, a live-archive ``strategy`` or acquisition latencies,
+    which change how or when results are delivered, not which. ``upstream``: a chained
+    rule's inputs' ``rule_hash`` by id (a change upstream is a new version downstream)."""
     doc: dict[str, object] = {"id": query.id, "attributes": sorted(query.attributes)}
     if isinstance(query, PatternQuery):
         doc |= {"kind": "pattern", "query": _statement(query.query),
@@ -453,6 +464,7 @@ def load_query(path: Path) -> QueryDefinition:
         version=str(data.get("version", "1")),
         description=str(data.get("description", "")),
         attributes=_attributes(data, path),
+        priority=_priority(data, path),
     )
     if kind == "pattern" and "acquisition" in data:
         return _acquisition_query(data, path, {**common, "alert": alert,
@@ -497,6 +509,19 @@ def load_query(path: Path) -> QueryDefinition:
         return _window_query(data, path, common)
     raise QueryDefinitionError(f"{path}: kind must be 'pattern', 'live_archive', "
                                f"'uncertain' or 'window', got {kind!r}")
+
+
+#: The priority classes, highest first (docs/rules.md, "Priorities").
+PRIORITIES = ("high", "normal", "low")
+
+
+def _priority(data: dict, path: Path) -> str:
+    value = data.get("priority", "normal")
+    if value not in PRIORITIES:
+        raise QueryDefinitionError(f"{path}: priority must be one of "
+                                   f"{', '.join(repr(p) for p in PRIORITIES)} (default "
+                                   f"'normal'), got {value!r}")
+    return str(value)
 
 
 def _inputs(value: object, kind: str, alert: bool, path: Path) -> tuple[str, ...]:

@@ -25,6 +25,7 @@ from difflib import get_close_matches
 from typing import Any
 
 from .queries import (
+    PRIORITIES,
     AcquisitionQuery,
     LiveArchiveQuery,
     PatternQuery,
@@ -32,6 +33,7 @@ from .queries import (
     UncertainQuery,
     WindowQuery,
 )
+from .tuning import pool_name
 
 #: The kinds of rules whose rows (in gold.complex_events) a chained rule may read.
 INPUT_KINDS = (PatternQuery, LiveArchiveQuery, AcquisitionQuery)
@@ -122,3 +124,54 @@ def chained(queries: Iterable[Any]) -> list[Any]:
     queries = list(queries)
     levels = rule_levels(queries)
     return sorted((q for q in queries if inputs_of(q)), key=lambda q: (levels[q.id], q.id))
+
+
+# ------------------------------------------------------------- priorities (docs/rules.md 4)
+
+#: A class pool's FAIR weight per unit of its rules' tuned quota: high far above low
+#: (1000 : 1 approximates "drain high first" without starving low).
+CLASS_FACTOR = {"high": 1000, "normal": 30, "low": 1}
+#: A class pool's FAIR ``minShare`` (cores it gets before the weights are looked at).
+CLASS_MIN_SHARE = {"high": 1, "normal": 0, "low": 0}
+
+
+def priority_classes(queries: Iterable[Any]) -> dict[str, list[Any]]:
+    """The priority classes ``queries`` use, highest first, each with its rules.
+
+    >>> from lakecep.queries import PatternQuery
+    >>> found = priority_classes([PatternQuery("a", "1", "", "q", priority="low"),
+    ...                           PatternQuery("b", "1", "", "q", priority="high"),
+    ...                           PatternQuery("c", "1", "", "q")])
+    >>> {c: [q.id for q in rules] for c, rules in found.items()}
+    {'high': ['b'], 'normal': ['c'], 'low': ['a']}
+    """
+    queries = list(queries)
+    return {c: found for c in PRIORITIES
+            if (found := [q for q in queries if q.priority == c])}
+
+
+def class_stream(priority: str) -> str:
+    """The gold stream (and checkpoint) of a class when the rules use several classes."""
+    return f"gold_{priority}"
+
+
+def class_pool(priority: str) -> str:
+    """The FAIR scheduler pool of a class's gold stream."""
+    return f"class_{priority}"
+
+
+def class_weight(priority: str, rule_ids: Sequence[str], tuned: dict[str, Any] | None
+                 ) -> int:
+    """A class pool's weight: :data:`CLASS_FACTOR` times the sum of its rules' quotas,
+    a rule's quota being its tuned pool weight / 1000 (``lakecep.tuning``: 1000 x share /
+    the largest share), 1 for a rule without one (no tuned configuration, or a kind the
+    tuning does not allocate).
+
+    >>> class_weight("high", ["a"], None), class_weight("low", ["a", "b"], None)
+    (1000, 2)
+    >>> class_weight("high", ["a"], {"gold": {"pools": {"q_a": 250}}})
+    250
+    """
+    pools = (tuned or {}).get("gold", {}).get("pools", {})
+    quota = sum(pools.get(pool_name(q), 1000) / 1000 for q in rule_ids)
+    return max(1, round(CLASS_FACTOR[priority] * quota))

@@ -21,7 +21,8 @@ file, line and column (a position inside a TOML string is mapped back to the fil
 - ``definition_error`` / ``toml_error`` / ``source_error``: a query or source file that
   does not load (bad TOML, an unknown key, a bad mapping expression, ...);
 - ``rule_cycle`` / ``rule_input``: chained rules (``input``, docs/rules.md) that read each
-  other in a cycle, or an input that is no rule or no complex-event rule. A chained rule's
+  other in a cycle, or an input that is no rule or no complex-event rule;
+  ``rule_priority``: a chained rule reading a rule of a lower priority class. A chained rule's
   statement is checked against the derived events' columns (``lakecep.rules``).
 """
 
@@ -37,6 +38,7 @@ from typing import Any
 
 from lakecep.console import Failure
 from lakecep.queries import (
+    PRIORITIES,
     QUERIES_DIR,
     AcquisitionQuery,
     LiveArchiveQuery,
@@ -264,7 +266,32 @@ def _graph_problems(queries: Sequence[QueryDefinition], where_of: Mapping[str, W
             out.append(Problem(where.file, *where.key(("input",), False), exc.code, str(exc),
                                hint))
         return out
-    return []
+    return _priority_problems(queries, where_of)
+
+
+def _priority_problems(queries: Sequence[QueryDefinition], where_of: Mapping[str, Where]
+                       ) -> list[Problem]:
+    """A chained rule reading a rule of a lower priority class (docs/rules.md,
+    "Priorities"): its input would lag behind it, a priority inversion."""
+    by_id = {q.id: q for q in queries}
+    out = []
+    for query in queries:
+        for name in inputs_of(query):
+            upstream = by_id[name]
+            if PRIORITIES.index(upstream.priority) <= PRIORITIES.index(query.priority):
+                continue
+            where = where_of.get(query.id) or Where(f"query {query.id}")
+            other = where_of.get(name)
+            pos = where.key(("priority",), False)
+            out.append(Problem(
+                where.file, *(pos if pos != (0, 0) else where.key(("input",), False)),
+                "rule_priority",
+                f"rule {query.id!r} (priority {query.priority}) reads rule {name!r} "
+                f"({other.file if other else 'query ' + name}, priority "
+                f"{upstream.priority}): a lower class lags behind a higher one",
+                f"give {name!r} priority {query.priority!r} or higher, or {query.id!r} "
+                f"priority {upstream.priority!r} or lower"))
+    return out
 
 
 def schema_of(queries: Iterable[QueryDefinition]) -> dict[str, str]:

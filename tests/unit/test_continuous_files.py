@@ -137,3 +137,24 @@ def test_a_crash_loop_backs_off_and_a_healthy_run_ends_it(cfg, tmp_path: Path, a
     done = continuous.supervise(cfg, str(crash), backoff=1.0)
     assert done["action"] == "none" and done["reason"] == "running"
     assert not continuous.restarts_path(cfg).exists()
+
+
+def test_heartbeat_shows_each_streams_lag(cfg) -> None:  # noqa: ANN001
+    """Per-class lag (docs/rules.md, "Priorities"): each gold class stream's last batch
+    duration and backlog reach the heartbeat and the `lakecep status` line."""
+    from lakecep.console import continuous_line
+    from lakecep.jobs.continuous import Heartbeat
+
+    beat = Heartbeat(cfg)
+    beat.progress("gold_high", 4, 100, "2026-01-01T00:00:00Z", last_batch_ms=812,
+                  backlog_files=0, backlog_bytes=0)
+    beat.progress("gold_low", 2, 100, "2026-01-01T00:00:01Z", last_batch_ms=2_400,
+                  backlog_files=7, backlog_bytes=None)
+    doc = continuous.read_heartbeat(cfg)
+    assert doc is not None
+    assert doc["queries"]["gold_low"]["backlog_files"] == 7
+    assert "backlog_bytes" not in doc["queries"]["gold_low"]   # not reported: left out
+    line = continuous_line({"running": False, "heartbeat": doc})
+    assert "gold_high: batch 4, 100 rows in 1 batches" in line
+    assert "last batch 812 ms, backlog 0 files" in line
+    assert "gold_low: batch 2" in line and "last batch 2,400 ms, backlog 7 files" in line

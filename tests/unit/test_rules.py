@@ -178,3 +178,47 @@ def test_a_change_upstream_is_a_new_version_downstream(tmp_path: Path) -> None:
     assert after["c"] == before["c"]                # not reachable from a
     report = validate(tmp_path, None)
     assert report.ok and {q.id: q.rule_hash for q in report.queries} == after
+
+
+# ---------------------------------------------------------------- priorities (docs/rules.md 4)
+
+
+def test_priority_key_defaults_to_normal_and_is_checked(tmp_path: Path) -> None:
+    path = tmp_path / "q.toml"
+    base = f'id = "q"\nquery = """{Q.format("a")}"""\n'
+    path.write_text(base)
+    normal = load_query(path)
+    assert normal.priority == "normal"
+    path.write_text(base + 'priority = "high"\n')
+    high = load_query(path)
+    assert high.priority == "high"
+    assert high.rule_hash == normal.rule_hash   # how results are scheduled, not which
+    path.write_text(base + 'priority = "urgent"\n')
+    with pytest.raises(QueryDefinitionError, match=r"q.toml: priority must be one of 'high', "
+                                                   r"'normal', 'low' \(default 'normal'\), "
+                                                   "got 'urgent'"):
+        load_query(path)
+    window = tmp_path / "w.toml"
+    window.write_text('id = "w"\nkind = "window"\nattribute = "x"\naggregates = ["avg"]\n'
+                      'window = "1 minute"\npriority = "low"\n')
+    assert load_query(window).priority == "low"
+
+
+def test_validate_rejects_a_chained_rule_over_a_lower_class(tmp_path: Path) -> None:
+    (tmp_path / "a.toml").write_text(f'id = "a"\npriority = "low"\n'
+                                     f'query = """{Q.format("x")}"""\n')
+    (tmp_path / "b.toml").write_text(f'id = "b"\ninput = "a"\npriority = "high"\n'
+                                     f'query = """{Q.format("a")}"""\n')
+    report = validate(tmp_path, None)
+    assert [(Path(p.file).name, p.line, p.code) for p in report.problems] == [
+        ("b.toml", 3, "rule_priority")]
+    message = report.problems[0].message
+    assert "rule 'b' (priority high) reads rule 'a'" in message
+    assert str(tmp_path / "a.toml") in message and "priority low" in message
+    # the same class, or a higher one upstream, is fine
+    for upstream in ("high", "normal"):
+        (tmp_path / "a.toml").write_text(f'id = "a"\npriority = "{upstream}"\n'
+                                         f'query = """{Q.format("x")}"""\n')
+        (tmp_path / "b.toml").write_text(f'id = "b"\ninput = "a"\npriority = "normal"\n'
+                                         f'query = """{Q.format("a")}"""\n')
+        assert validate(tmp_path, None).ok, upstream
