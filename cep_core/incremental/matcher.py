@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Mapping, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,13 @@ from ..compile.values import column_values, to_python
 from ..errors import QueryError, query_errors
 from ..language import ast
 from ..runtime.consumption import Consumer, Instance
-from ..runtime.fast import match_measure_values, raw_matches, run_kernel
+from ..runtime.fast import (
+    match_measure_values,
+    measure_values,
+    raw_matches,
+    run_kernel,
+    vector_measure_columns,
+)
 from ..runtime.matcher import Matcher, RawMatch
 from ..runtime.matcher import Partition as _Partition
 from ..runtime.output import Match
@@ -303,13 +310,14 @@ class IncrementalMatcher:
         is_new = np.arange(len(combined)) >= old_rows
         work, positions, bounds = bound._prepare(combined)
         is_settled, is_new = is_settled[positions], is_new[positions]
-        late = self._late(bounds, is_settled, is_new)
+        late, first_mark = self._late(bounds, is_settled, is_new)
         if late.any():
             self.late_rows += int(late.sum())
             keep_rows = ~late
             work, positions, bounds = bound._prepare(work[keep_rows].reset_index(drop=True))
             is_settled = is_settled[keep_rows][positions]
             is_new = is_new[keep_rows][positions]
+            first_mark = self._late(bounds, is_settled, is_new)[1]
         matcher, st = bound._matcher(work)
         matcher.open = open_
         st.open = open_
@@ -335,18 +343,25 @@ class IncrementalMatcher:
             # The partitions that got new rows (all of them when closing), from their
             # first unsettled row.
             todo: list[tuple[int, int, int, tuple[Any, ...], PartitionState]] = []
-            for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-                if open_ and not is_new[lo:hi].any():
-                    settled[lo:hi] = is_settled[lo:hi]  # untouched partition: keep as is
-                    continue
-                marks = np.flatnonzero(is_settled[lo:hi])
-                start = lo + (int(marks[0]) + 1 if len(marks) else 0)
-                key = tuple(to_python(c.iat[lo]) for c in pcols)
+            los = np.asarray(bounds[:-1], dtype=np.int64)
+            touched = np.ones(len(los), dtype=bool)
+            if open_ and len(los):
+                touched = np.logical_or.reduceat(is_new, los)
+                untouched = ~np.repeat(touched, np.diff(bounds))
+                settled[untouched] = is_settled[untouched]  # untouched partition: as is
+            starts = np.where(first_mark >= 0, first_mark + 1, los)
+            arrays = [c.array for c in pcols]
+            for j in np.flatnonzero(touched).tolist():
+                lo = bounds[j]
+                key = tuple(to_python(a[lo]) for a in arrays)
                 state = store.partitions.get(key)
                 if state is None:
                     state = store.partitions[key] = PartitionState()
-                todo.append((lo, hi, start, key, state))
+                todo.append((lo, bounds[j + 1], int(starts[j]), key, state))
             next_starts: list[int] | None = None
+            vector = None if self._reads_ahead else vector_measure_columns(bound)
+            pending: list[tuple[tuple[Any, ...], RawMatch]] | None = (
+                [] if vector is not None else None)
             if kernel is not None and mode is None:
                 next_starts = self._advance_kernels(bound, kernel, matcher, st, work, bounds,
                                                     todo, ids, names, out, parts, want_table)
@@ -361,7 +376,7 @@ class IncrementalMatcher:
                                                   lo, hi, ids, names, out, part)
                 else:
                     start = self._advance(bound, matcher, st, key, state, start, lo, hi, ids,
-                                          names, out, part)
+                                          names, out, part, pending)
                     needed = start
                 if part.matches:
                     parts.append(part)
@@ -378,6 +393,9 @@ class IncrementalMatcher:
                 state.trimmed += cut - lo
                 if start > lo:
                     settled[start - 1] = True
+            if pending:
+                assert vector is not None
+                self._emit_pending(work, vector, pending, ids, names, out)
         except QueryError as err:
             raise err.with_query(self.compiled.text) from None
         table = self._output(bound, work.drop(columns=[ROW_ID]), st, parts) if (
@@ -401,23 +419,28 @@ class IncrementalMatcher:
             raise err.with_query(self.compiled.text) from None
 
     @staticmethod
-    def _late(bounds: list[int], is_settled: np.ndarray, is_new: np.ndarray) -> np.ndarray:
-        """New rows that sort before their partition's last settled row."""
-        late = np.zeros(len(is_new), dtype=bool)
-        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-            marks = np.flatnonzero(is_settled[lo:hi])
-            if len(marks):
-                late[lo:lo + int(marks[0])] = is_new[lo:lo + int(marks[0])]
-        return late
+    def _late(bounds: list[int], is_settled: np.ndarray, is_new: np.ndarray) -> tuple[
+            np.ndarray, np.ndarray]:
+        """New rows that sort before their partition's first settled row, and that row
+        per partition (-1: none)."""
+        ends = np.asarray(bounds[1:], dtype=np.int64)
+        marks = np.flatnonzero(is_settled)
+        first_mark = np.full(len(ends), -1, dtype=np.int64)
+        first_mark[np.searchsorted(ends, marks, side="right")[::-1]] = marks[::-1]
+        row_mark = np.repeat(first_mark, np.diff(bounds)) if len(ends) else first_mark
+        late = is_new & (np.arange(len(is_new)) < row_mark)
+        return late, first_mark
 
     def _advance(self, bound: _Bound, matcher: Matcher, st: MatchState, key: tuple[Any, ...],
                  state: PartitionState, start: int, lo: int, hi: int, ids: np.ndarray,
-                 names: list[str], out: list[Match], part: _Partition) -> int:
+                 names: list[str], out: list[Match], part: _Partition,
+                 pending: list[tuple[tuple[Any, ...], RawMatch]] | None = None) -> int:
         """Emit final matches of one partition from ``start``; return the next start.
 
         A failed attempt is final like a match; with WITH UNMATCHED ROWS its start row is
         then reported as unmatched unless an emitted match covers it (as in
-        :meth:`Matcher.partition`)."""
+        :meth:`Matcher.partition`). With ``pending`` the matches are added there instead
+        (their measures computed later for the whole feed, :meth:`_emit_pending`)."""
         starts = matcher.starts
         unmatched = matcher.report_unmatched
         all_rows = self.compiled.match.rows_per_match != "ONE"
@@ -445,7 +468,10 @@ class IncrementalMatcher:
                 continue
             rows, labels, excluded = found
             raw = RawMatch(start, state.matches + 1, rows, labels, excluded, timed_out=timed_out)
-            if not self._emit(bound, st, key, raw, ids, names, out, part, all_rows):
+            if pending is not None:  # emitted after the loop (cannot wait: no NEXT)
+                pending.append((key, raw))
+                part.matches.append(raw)
+            elif not self._emit(bound, st, key, raw, ids, names, out, part, all_rows):
                 break
             state.matches += 1
             if not timed_out:
@@ -607,6 +633,45 @@ class IncrementalMatcher:
                             bound._measures_at(st, raw, i + 1)
                     measures.append(dict(zip(measure_names, values, strict=True)))
             out.extend(map(Match, keys, numbers, rows, labels, measures))
+        finally:
+            if paused:
+                gc.enable()
+
+    def _emit_pending(self, work: pd.DataFrame,
+                      vector: tuple[list[Any], list[str | None]],
+                      pending: list[tuple[tuple[Any, ...], RawMatch]], ids: np.ndarray,
+                      names: list[str], out: list[Match]) -> None:
+        """Emit the general matcher's matches of a feed with their measures computed over
+        all of them at once (:func:`cep_core.runtime.fast.measure_values`)."""
+        paused = gc.isenabled()
+        gc.disable()  # as in _emit_all
+        try:
+            raws = [raw for _, raw in pending]
+            length = np.fromiter((len(r.rows) for r in raws), dtype=np.int64, count=len(raws))
+            rows = np.fromiter(chain.from_iterable(r.rows for r in raws), dtype=np.int64,
+                               count=int(length.sum()))
+            labels = np.fromiter(chain.from_iterable(r.labels for r in raws), dtype=np.int64,
+                                 count=len(rows))
+            number = np.fromiter((r.number for r in raws), dtype=np.int64, count=len(raws))
+            columns = []
+            for values, missing in measure_values(*vector, self.compiled.variables, work,
+                                                  np.zeros(len(raws), dtype=np.int64),
+                                                  length, number, labels, rows):
+                vals = column_values(values)
+                if missing is not None:
+                    for k in np.flatnonzero(missing).tolist():
+                        vals[k] = None
+                columns.append(vals)
+            measure_names = [me.name for me in self.compiled.match.measures]
+            measures = [dict(zip(measure_names, v, strict=True))
+                        for v in zip(*columns, strict=True)] if columns else [
+                {} for _ in raws]
+            row_ids = ids.tolist()
+            for (key, raw), values in zip(pending, measures, strict=True):
+                kept = [(r, v) for r, v, x in zip(raw.rows, raw.labels, raw.excluded,
+                                                  strict=True) if not x]
+                out.append(Match(key, raw.number, tuple(row_ids[r] for r, _ in kept),
+                                 tuple(names[v] for _, v in kept), values, raw.timed_out))
         finally:
             if paused:
                 gc.enable()

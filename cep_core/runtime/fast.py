@@ -1200,15 +1200,27 @@ def match_measure_values(fb: _FastBound, work: Any, start: np.ndarray, end: np.n
     and the incremental matcher's matches share it."""
     measures = _vector_measures_of(fb)
     assert measures is not None
+    return measure_values(measures, fb.measure_columns, fb.plan.q.variables, work, start,
+                          end, number, labels)
+
+
+def measure_values(measures: list[FastMeasure], columns: list[str | None], names: list[str],
+                   work: Any, start: np.ndarray, end: np.ndarray, number: np.ndarray,
+                   labels: np.ndarray, rows: np.ndarray | None = None
+                   ) -> list[tuple[pd.Series, np.ndarray | None]]:
+    """:func:`match_measure_values` for ``measures`` (see
+    :func:`cep_core.compile.fast_plan.vector_measures`) reading ``columns``; ``rows``: the
+    row of every matched row (concatenated), when matches are not runs of consecutive
+    rows (SKIP TILL ... MATCH); ``end - start`` is then each match's number of rows."""
     m = len(start)
     length = end - start
     offsets = np.zeros(m + 1, dtype=np.int64)
     np.cumsum(length, out=offsets[1:])
     match_of = np.repeat(np.arange(m, dtype=np.int64), length)
-    flat_row = np.arange(len(labels), dtype=np.int64) - offsets[match_of] + start[match_of]
-    names = fb.plan.q.variables
+    flat_row = rows if rows is not None else (
+        np.arange(len(labels), dtype=np.int64) - offsets[match_of] + start[match_of])
     out: list[tuple[pd.Series, np.ndarray | None]] = []
-    for me, col in zip(measures, fb.measure_columns, strict=True):
+    for me, col in zip(measures, columns, strict=True):
         if me.kind in ("nav", "count"):
             if me.var is None:
                 inside = np.ones(len(labels), dtype=bool)
@@ -1343,6 +1355,18 @@ def all_rows_vectorised(fb: _FastBound, df: pd.DataFrame, work: dict[str, pd.Ser
 
 def _vector_measures_of(fb: _FastBound) -> list[FastMeasure] | None:
     return fb.vector_measures
+
+
+def vector_measure_columns(bound: Bound) -> tuple[list[FastMeasure], list[str | None]] | None:
+    """The query's measures if :func:`measure_values` can compute them all (else None),
+    and the input column each one reads, as named in ``bound``'s input."""
+    q = bound.q
+    measures = vector_measures(q)
+    if measures is None:
+        return None
+    scope = Scope(bound.columns, q._sets, "MEASURES")
+    return measures, [None if me.column is None else scope.column(me.column)
+                      for me in measures]
 
 
 def _from_python(values: list[Any]) -> pd.Series:
