@@ -62,6 +62,7 @@ from ..runtime.matcher import Partition as _Partition
 from ..runtime.output import Match
 from ..runtime.output import select as _select
 from ..runtime.time_axis import order_numbers, time_numbers
+from ..runtime.values import LazyColumn
 from .spilling import (
     HandedRecords,
     Progress,
@@ -318,10 +319,17 @@ class IncrementalMatcher:
             is_settled = is_settled[keep_rows][positions]
             is_new = is_new[keep_rows][positions]
             first_mark = self._late(bounds, is_settled, is_new)[1]
-        matcher, st = bound._matcher(work)
-        matcher.open = open_
-        st.open = open_
         kernel = self._kernel(bound, work, bounds)
+        spill = self._spill
+        if kernel is None or spill is not None:
+            matcher: Matcher | None
+            matcher, st = bound._matcher(work)
+            matcher.open = open_
+        else:  # the kernel evaluates the conditions itself; measures read these columns
+            matcher = None
+            cols: dict[str, Any] = {c: LazyColumn(work[c]) for c in bound.used_columns}
+            st = MatchState(cols, self.compiled.variables)
+        st.open = open_
         ids = work[ROW_ID].to_numpy()
         names = self.compiled.variables
         keep = np.ones(len(work), dtype=bool)
@@ -331,9 +339,9 @@ class IncrementalMatcher:
         out: list[Match] = []
         parts: list[_Partition] = []
         mode = self.compiled.match.consumption
-        spill = self._spill
         progress = None
         if spill is not None:
+            assert matcher is not None
             progress = Progress(self.compiled, matcher.conditions.local,
                                 time_numbers(work, bound.order_cols))
             within = self.compiled.match.within
@@ -363,18 +371,22 @@ class IncrementalMatcher:
             pending: list[tuple[tuple[Any, ...], RawMatch]] | None = (
                 [] if vector is not None else None)
             if kernel is not None and mode is None:
-                next_starts = self._advance_kernels(bound, kernel, matcher, st, work, bounds,
+                next_starts = self._advance_kernels(bound, kernel, open_, st, work, bounds,
                                                     todo, ids, names, out, parts, want_table)
             for i, (lo, hi, start, key, state) in enumerate(todo):
-                matcher.begin = lo if state.trimmed == 0 else -1
                 st.lo, st.hi = lo, hi
                 part = _Partition(key, lo, hi, [])
                 if next_starts is not None:
                     start = needed = next_starts[i]
+                    assert matcher is None or spill is not None
                 elif mode is not None:
+                    assert matcher is not None
+                    matcher.begin = lo if state.trimmed == 0 else -1
                     start, needed = self._consume(bound, matcher, st, mode, key, state, start,
                                                   lo, hi, ids, names, out, part)
                 else:
+                    assert matcher is not None
+                    matcher.begin = lo if state.trimmed == 0 else -1
                     start = self._advance(bound, matcher, st, key, state, start, lo, hi, ids,
                                           names, out, part, pending)
                     needed = start
@@ -502,7 +514,7 @@ class IncrementalMatcher:
             return None
         return fb, automaton, *inputs
 
-    def _advance_kernels(self, bound: _Bound, kernel: tuple[Any, ...], matcher: Matcher,
+    def _advance_kernels(self, bound: _Bound, kernel: tuple[Any, ...], open_: bool,
                          st: MatchState, work: pd.DataFrame, bounds: list[int],
                          todo: list[tuple[int, int, int, tuple[Any, ...], PartitionState]],
                          ids: np.ndarray, names: list[str], out: list[Match],
@@ -515,7 +527,7 @@ class IncrementalMatcher:
         each partition. (Without NEXT, which the kernel path excludes, no measure reads a
         row that has not arrived: a match the kernel found never waits.)"""
         fb, automaton, bits, horizon = kernel
-        unmatched = matcher.report_unmatched
+        unmatched = self.compiled.match.rows_per_match == "ALL UNMATCHED"
         first = list(bounds[1:])
         covered = list(first)
         begin = [-1] * len(first)
@@ -530,7 +542,7 @@ class IncrementalMatcher:
             begin[j] = lo if state.trimmed == 0 else -1
         o_start, o_end, o_num, o_unm, o_lab, bad, stops = run_kernel(
             automaton, bits, bounds, horizon, bound.skip, unmatched, first=first,
-            covered=covered, begin=begin, open_=matcher.open)
+            covered=covered, begin=begin, open_=open_)
         part_of = np.searchsorted(np.asarray(bounds[1:], dtype=np.int64), o_start,
                                   side="right")
         base = np.zeros(len(first), dtype=np.int64)  # matches emitted before, per partition
