@@ -33,8 +33,9 @@ never the output.
 
 from __future__ import annotations
 
+import contextlib
 import gc
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,22 @@ from .spilling import (
 from .store import ROW_ID, PartialMatchStore, PartitionState
 
 Emitted = tuple[list[Match], pd.DataFrame | None]  # matches, output rows (None: none)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector during a feed: it makes many short-lived
+    containers (frames, Match objects) and no reference cycles of its own, and the
+    collections their allocations trigger would traverse every live object of the
+    process many times per batch (10-25% of a feed on the engine suite); whatever cycles
+    others left are collected after it."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
 
 
 def lookback(compiled: CompiledQuery) -> int:
@@ -150,24 +167,24 @@ class IncrementalMatcher:
     # ------------------------------------------------------------------ public
     def feed(self, batch: pd.DataFrame) -> list[Match]:
         """Add a batch; return the matches that became final, by partition key."""
-        with query_errors(self.compiled.text):
+        with query_errors(self.compiled.text), _gc_paused():
             return self._feed(batch, table=False)[0]
 
     def flush(self) -> list[Match]:
         """End of input: settle every partition and return the remaining matches."""
-        with query_errors(self.compiled.text):
+        with query_errors(self.compiled.text), _gc_paused():
             return self._flush(table=False)[0]
 
     def feed_table(self, batch: pd.DataFrame) -> pd.DataFrame:
         """Add a batch; return the query's output rows (as :meth:`CompiledQuery.run` gives
         them: ONE ROW or ALL ROWS PER MATCH, incl. unmatched rows) that became final."""
-        with query_errors(self.compiled.text):
+        with query_errors(self.compiled.text), _gc_paused():
             return self._table(self._feed(batch, table=True)[1], batch)
 
     def flush_table(self) -> pd.DataFrame:
         """End of input: the remaining output rows (see :meth:`feed_table`)."""
         frame = self.store.frame
-        with query_errors(self.compiled.text):
+        with query_errors(self.compiled.text), _gc_paused():
             return self._table(self._flush(table=True)[1],
                                None if frame is None else frame.drop(columns=[ROW_ID]))
 
@@ -591,63 +608,53 @@ class IncrementalMatcher:
                   out: list[Match]) -> None:
         """Emit the kernel's matches (arrays over matches, in partition order; the
         variable and exclusion flag of every matched row, concatenated) as Match objects,
-        their measures vectorised when the plan allows, else per match.
-
-        The cyclic garbage collector is paused meanwhile: the objects made here hold no
-        cycles, and collections triggered by their allocations would otherwise traverse
-        every live object many times per batch (a third of the time on the suite)."""
-        paused = gc.isenabled()
-        gc.disable()
-        try:
-            all_rows = self.compiled.match.rows_per_match != "ONE"
-            measure_names = bound.measure_names
-            key_of = {j: todo[t][3] for j, t in where.items()}
-            keys = [key_of[j] for j in part.tolist()]
-            numbers = number.tolist()
-            row_ids = ids.tolist()
-            lab_name = np.array(names, dtype=object)[label_var].tolist()
-            offsets = np.zeros(len(start) + 1, dtype=np.int64)
-            np.cumsum(end - start, out=offsets[1:])
-            spans = list(zip(start.tolist(), end.tolist(), offsets[:-1].tolist(),
-                             strict=True))
-            if excluded.any():  # rows inside {- -} are left out of Match.rows/labels
-                shown = (~excluded).tolist()
-                rows = [tuple(row_ids[a + i] for i in range(b - a) if shown[o + i])
-                        for a, b, o in spans]
-                labels = [tuple(lab_name[o + i] for i in range(b - a) if shown[o + i])
-                          for a, b, o in spans]
-            else:
-                rows = [tuple(row_ids[a:b]) for a, b, _ in spans]
-                labels = [tuple(lab_name[o:o + b - a]) for a, b, o in spans]
-            if fb.vector_measures is not None:
-                columns = []
-                for values, missing in match_measure_values(fb, work, start, end, number,
-                                                            label_var):
-                    vals = column_values(values)
-                    if missing is not None:
-                        for k in np.flatnonzero(missing).tolist():
-                            vals[k] = None
-                    columns.append(vals)
-                measures = [dict(zip(measure_names, v, strict=True))
-                            for v in zip(*columns, strict=True)] if columns else [
-                    {} for _ in spans]
-            else:
-                measures = []
-                lab_vars = label_var.tolist()
-                flags = excluded.tolist()
-                for (a, b, o), num, j in zip(spans, numbers, part.tolist(), strict=True):
-                    st.lo, st.hi = todo[where[j]][0], todo[where[j]][1]
-                    raw = RawMatch(a, num, list(range(a, b)), lab_vars[o:o + b - a],
-                                   flags[o:o + b - a])
-                    values = bound._measures_at(st, raw, b - a)
-                    if all_rows:  # RUNNING measures at each row, as the general path
-                        for i in range(b - a):
-                            bound._measures_at(st, raw, i + 1)
-                    measures.append(dict(zip(measure_names, values, strict=True)))
-            out.extend(map(Match, keys, numbers, rows, labels, measures))
-        finally:
-            if paused:
-                gc.enable()
+        their measures vectorised when the plan allows, else per match."""
+        all_rows = self.compiled.match.rows_per_match != "ONE"
+        measure_names = bound.measure_names
+        key_of = {j: todo[t][3] for j, t in where.items()}
+        keys = [key_of[j] for j in part.tolist()]
+        numbers = number.tolist()
+        row_ids = ids.tolist()
+        lab_name = np.array(names, dtype=object)[label_var].tolist()
+        offsets = np.zeros(len(start) + 1, dtype=np.int64)
+        np.cumsum(end - start, out=offsets[1:])
+        spans = list(zip(start.tolist(), end.tolist(), offsets[:-1].tolist(),
+                         strict=True))
+        if excluded.any():  # rows inside {- -} are left out of Match.rows/labels
+            shown = (~excluded).tolist()
+            rows = [tuple(row_ids[a + i] for i in range(b - a) if shown[o + i])
+                    for a, b, o in spans]
+            labels = [tuple(lab_name[o + i] for i in range(b - a) if shown[o + i])
+                      for a, b, o in spans]
+        else:
+            rows = [tuple(row_ids[a:b]) for a, b, _ in spans]
+            labels = [tuple(lab_name[o:o + b - a]) for a, b, o in spans]
+        if fb.vector_measures is not None:
+            columns = []
+            for values, missing in match_measure_values(fb, work, start, end, number,
+                                                        label_var):
+                vals = column_values(values)
+                if missing is not None:
+                    for k in np.flatnonzero(missing).tolist():
+                        vals[k] = None
+                columns.append(vals)
+            measures = [dict(zip(measure_names, v, strict=True))
+                        for v in zip(*columns, strict=True)] if columns else [
+                {} for _ in spans]
+        else:
+            measures = []
+            lab_vars = label_var.tolist()
+            flags = excluded.tolist()
+            for (a, b, o), num, j in zip(spans, numbers, part.tolist(), strict=True):
+                st.lo, st.hi = todo[where[j]][0], todo[where[j]][1]
+                raw = RawMatch(a, num, list(range(a, b)), lab_vars[o:o + b - a],
+                               flags[o:o + b - a])
+                values = bound._measures_at(st, raw, b - a)
+                if all_rows:  # RUNNING measures at each row, as the general path
+                    for i in range(b - a):
+                        bound._measures_at(st, raw, i + 1)
+                measures.append(dict(zip(measure_names, values, strict=True)))
+        out.extend(map(Match, keys, numbers, rows, labels, measures))
 
     def _emit_pending(self, work: pd.DataFrame,
                       vector: tuple[list[Any], list[str | None]],
@@ -655,38 +662,32 @@ class IncrementalMatcher:
                       names: list[str], out: list[Match]) -> None:
         """Emit the general matcher's matches of a feed with their measures computed over
         all of them at once (:func:`cep_core.runtime.fast.measure_values`)."""
-        paused = gc.isenabled()
-        gc.disable()  # as in _emit_all
-        try:
-            raws = [raw for _, raw in pending]
-            length = np.fromiter((len(r.rows) for r in raws), dtype=np.int64, count=len(raws))
-            rows = np.fromiter(chain.from_iterable(r.rows for r in raws), dtype=np.int64,
-                               count=int(length.sum()))
-            labels = np.fromiter(chain.from_iterable(r.labels for r in raws), dtype=np.int64,
-                                 count=len(rows))
-            number = np.fromiter((r.number for r in raws), dtype=np.int64, count=len(raws))
-            columns = []
-            for values, missing in measure_values(*vector, self.compiled.variables, work,
-                                                  np.zeros(len(raws), dtype=np.int64),
-                                                  length, number, labels, rows):
-                vals = column_values(values)
-                if missing is not None:
-                    for k in np.flatnonzero(missing).tolist():
-                        vals[k] = None
-                columns.append(vals)
-            measure_names = [me.name for me in self.compiled.match.measures]
-            measures = [dict(zip(measure_names, v, strict=True))
-                        for v in zip(*columns, strict=True)] if columns else [
-                {} for _ in raws]
-            row_ids = ids.tolist()
-            for (key, raw), values in zip(pending, measures, strict=True):
-                kept = [(r, v) for r, v, x in zip(raw.rows, raw.labels, raw.excluded,
-                                                  strict=True) if not x]
-                out.append(Match(key, raw.number, tuple(row_ids[r] for r, _ in kept),
-                                 tuple(names[v] for _, v in kept), values, raw.timed_out))
-        finally:
-            if paused:
-                gc.enable()
+        raws = [raw for _, raw in pending]
+        length = np.fromiter((len(r.rows) for r in raws), dtype=np.int64, count=len(raws))
+        rows = np.fromiter(chain.from_iterable(r.rows for r in raws), dtype=np.int64,
+                           count=int(length.sum()))
+        labels = np.fromiter(chain.from_iterable(r.labels for r in raws), dtype=np.int64,
+                             count=len(rows))
+        number = np.fromiter((r.number for r in raws), dtype=np.int64, count=len(raws))
+        columns = []
+        for values, missing in measure_values(*vector, self.compiled.variables, work,
+                                              np.zeros(len(raws), dtype=np.int64),
+                                              length, number, labels, rows):
+            vals = column_values(values)
+            if missing is not None:
+                for k in np.flatnonzero(missing).tolist():
+                    vals[k] = None
+            columns.append(vals)
+        measure_names = [me.name for me in self.compiled.match.measures]
+        measures = [dict(zip(measure_names, v, strict=True))
+                    for v in zip(*columns, strict=True)] if columns else [
+            {} for _ in raws]
+        row_ids = ids.tolist()
+        for (key, raw), values in zip(pending, measures, strict=True):
+            kept = [(r, v) for r, v, x in zip(raw.rows, raw.labels, raw.excluded,
+                                              strict=True) if not x]
+            out.append(Match(key, raw.number, tuple(row_ids[r] for r, _ in kept),
+                             tuple(names[v] for _, v in kept), values, raw.timed_out))
 
     @staticmethod
     def _emit(bound: _Bound, st: MatchState, key: tuple[Any, ...], raw: RawMatch,

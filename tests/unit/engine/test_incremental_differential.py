@@ -468,3 +468,35 @@ def test_feed_uses_the_batched_kernel_with_vectorised_measures() -> None:
     found = [m for a in range(0, n, 250) for m in inc.feed(df.iloc[a:a + 250])] + inc.flush()
     assert len(general) > 100
     assert sorted(_matches(found), key=repr) == sorted(general, key=repr)
+
+
+def test_a_feed_pauses_the_garbage_collector_and_restores_it() -> None:
+    """feed/flush run with the cyclic GC paused and leave it as they found it, also when
+    the query fails."""
+    import gc
+
+    query = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n "
+             "PATTERN (A B+) DEFINE B AS x > PREV(x))")
+    df = pd.DataFrame({"ts": range(6), "x": [1, 2, 3, 1, 2, 0]})
+    seen: list[bool] = []
+    inc = IncrementalMatcher(query)
+    original = inc._process
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return original(*args, **kwargs)
+
+    inc._process = spy  # type: ignore[method-assign]
+    assert gc.isenabled()
+    found = inc.feed(df.iloc[:4]) + inc.feed(df.iloc[4:]) + inc.flush()
+    assert [m.rows for m in found] == [(0, 1, 2), (3, 4)]
+    assert seen == [False, False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        IncrementalMatcher(query).feed(df)
+        assert not gc.isenabled()  # a caller's disabled GC stays disabled
+    finally:
+        gc.enable()
+    with pytest.raises(cep_core.QueryError):
+        IncrementalMatcher(query).feed(df.rename(columns={"x": "z"}))
+    assert gc.isenabled()
