@@ -33,7 +33,10 @@ never the output.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+import gc
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -44,16 +47,23 @@ from ..api import Bound as _Bound
 from ..api import CompiledQuery, compile_query
 from ..compile.expressions import walk
 from ..compile.state import MatchState
-from ..compile.values import to_python
+from ..compile.values import column_values, to_python
 from ..errors import QueryError, query_errors
 from ..language import ast
 from ..runtime.consumption import Consumer, Instance
-from ..runtime.fast import raw_matches, run_kernel
+from ..runtime.fast import (
+    match_measure_values,
+    measure_values,
+    raw_matches,
+    run_kernel,
+    vector_measure_columns,
+)
 from ..runtime.matcher import Matcher, RawMatch
 from ..runtime.matcher import Partition as _Partition
 from ..runtime.output import Match
 from ..runtime.output import select as _select
 from ..runtime.time_axis import order_numbers, time_numbers
+from ..runtime.values import LazyColumn
 from .spilling import (
     HandedRecords,
     Progress,
@@ -66,6 +76,22 @@ from .spilling import (
 from .store import ROW_ID, PartialMatchStore, PartitionState
 
 Emitted = tuple[list[Match], pd.DataFrame | None]  # matches, output rows (None: none)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector during a feed: it makes many short-lived
+    containers (frames, Match objects) and no reference cycles of its own, and the
+    collections their allocations trigger would traverse every live object of the
+    process many times per batch (10-25% of a feed on the engine suite); whatever cycles
+    others left are collected after it."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
 
 
 def lookback(compiled: CompiledQuery) -> int:
@@ -141,24 +167,24 @@ class IncrementalMatcher:
     # ------------------------------------------------------------------ public
     def feed(self, batch: pd.DataFrame) -> list[Match]:
         """Add a batch; return the matches that became final, by partition key."""
-        with query_errors(self.compiled.text):
+        with query_errors(self.compiled.text), _gc_paused():
             return self._feed(batch, table=False)[0]
 
     def flush(self) -> list[Match]:
         """End of input: settle every partition and return the remaining matches."""
-        with query_errors(self.compiled.text):
+        with query_errors(self.compiled.text), _gc_paused():
             return self._flush(table=False)[0]
 
     def feed_table(self, batch: pd.DataFrame) -> pd.DataFrame:
         """Add a batch; return the query's output rows (as :meth:`CompiledQuery.run` gives
         them: ONE ROW or ALL ROWS PER MATCH, incl. unmatched rows) that became final."""
-        with query_errors(self.compiled.text):
+        with query_errors(self.compiled.text), _gc_paused():
             return self._table(self._feed(batch, table=True)[1], batch)
 
     def flush_table(self) -> pd.DataFrame:
         """End of input: the remaining output rows (see :meth:`feed_table`)."""
         frame = self.store.frame
-        with query_errors(self.compiled.text):
+        with query_errors(self.compiled.text), _gc_paused():
             return self._table(self._flush(table=True)[1],
                                None if frame is None else frame.drop(columns=[ROW_ID]))
 
@@ -302,17 +328,25 @@ class IncrementalMatcher:
         is_new = np.arange(len(combined)) >= old_rows
         work, positions, bounds = bound._prepare(combined)
         is_settled, is_new = is_settled[positions], is_new[positions]
-        late = self._late(bounds, is_settled, is_new)
+        late, first_mark = self._late(bounds, is_settled, is_new)
         if late.any():
             self.late_rows += int(late.sum())
             keep_rows = ~late
             work, positions, bounds = bound._prepare(work[keep_rows].reset_index(drop=True))
             is_settled = is_settled[keep_rows][positions]
             is_new = is_new[keep_rows][positions]
-        matcher, st = bound._matcher(work)
-        matcher.open = open_
-        st.open = open_
+            first_mark = self._late(bounds, is_settled, is_new)[1]
         kernel = self._kernel(bound, work, bounds)
+        spill = self._spill
+        if kernel is None or spill is not None:
+            matcher: Matcher | None
+            matcher, st = bound._matcher(work)
+            matcher.open = open_
+        else:  # the kernel evaluates the conditions itself; measures read these columns
+            matcher = None
+            cols: dict[str, Any] = {c: LazyColumn(work[c]) for c in bound.used_columns}
+            st = MatchState(cols, self.compiled.variables)
+        st.open = open_
         ids = work[ROW_ID].to_numpy()
         names = self.compiled.variables
         keep = np.ones(len(work), dtype=bool)
@@ -322,38 +356,56 @@ class IncrementalMatcher:
         out: list[Match] = []
         parts: list[_Partition] = []
         mode = self.compiled.match.consumption
-        spill = self._spill
         progress = None
         if spill is not None:
+            assert matcher is not None
             progress = Progress(self.compiled, matcher.conditions.local,
                                 time_numbers(work, bound.order_cols))
             within = self.compiled.match.within
             if within is not None and len(work) and spill.window == np.inf:
                 spill.window = order_numbers(work[bound.order_cols[0]].iloc[:1], within)[1]
         try:
-            for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-                marks = np.flatnonzero(is_settled[lo:hi])
-                start = lo + (int(marks[0]) + 1 if len(marks) else 0)
-                if open_ and not is_new[lo:hi].any():
-                    settled[lo:hi] = is_settled[lo:hi]  # untouched partition: keep as is
-                    continue
-                key = tuple(to_python(c.iat[lo]) for c in pcols)
+            # The partitions that got new rows (all of them when closing), from their
+            # first unsettled row.
+            todo: list[tuple[int, int, int, tuple[Any, ...], PartitionState]] = []
+            los = np.asarray(bounds[:-1], dtype=np.int64)
+            touched = np.ones(len(los), dtype=bool)
+            if open_ and len(los):
+                touched = np.logical_or.reduceat(is_new, los)
+                untouched = ~np.repeat(touched, np.diff(bounds))
+                settled[untouched] = is_settled[untouched]  # untouched partition: as is
+            starts = np.where(first_mark >= 0, first_mark + 1, los)
+            arrays = [c.array for c in pcols]
+            for j in np.flatnonzero(touched).tolist():
+                lo = bounds[j]
+                key = tuple(to_python(a[lo]) for a in arrays)
                 state = store.partitions.get(key)
                 if state is None:
                     state = store.partitions[key] = PartitionState()
-                matcher.begin = lo if state.trimmed == 0 else -1
+                todo.append((lo, bounds[j + 1], int(starts[j]), key, state))
+            next_starts: list[int] | None = None
+            vector = None if self._reads_ahead else vector_measure_columns(bound)
+            pending: list[tuple[tuple[Any, ...], RawMatch]] | None = (
+                [] if vector is not None else None)
+            if kernel is not None and mode is None:
+                next_starts = self._advance_kernels(bound, kernel, open_, st, work, bounds,
+                                                    todo, ids, names, out, parts, want_table)
+            for i, (lo, hi, start, key, state) in enumerate(todo):
                 st.lo, st.hi = lo, hi
                 part = _Partition(key, lo, hi, [])
-                if mode is not None:
+                if next_starts is not None:
+                    start = needed = next_starts[i]
+                    assert matcher is None or spill is not None
+                elif mode is not None:
+                    assert matcher is not None
+                    matcher.begin = lo if state.trimmed == 0 else -1
                     start, needed = self._consume(bound, matcher, st, mode, key, state, start,
                                                   lo, hi, ids, names, out, part)
-                elif kernel is not None:
-                    start = self._advance_kernel(bound, kernel, matcher, st, key, state, start,
-                                                 lo, hi, ids, names, out, part)
-                    needed = start
                 else:
+                    assert matcher is not None
+                    matcher.begin = lo if state.trimmed == 0 else -1
                     start = self._advance(bound, matcher, st, key, state, start, lo, hi, ids,
-                                          names, out, part)
+                                          names, out, part, pending)
                     needed = start
                 if part.matches:
                     parts.append(part)
@@ -361,8 +413,8 @@ class IncrementalMatcher:
                     first_open = min(start, needed)
                     weight = 0.0
                     if spill.policy == "stpm":  # W = e.t + Δt_i · p_i
-                        i = progress.state(first_open, hi)
-                        weight = float(progress.times[hi - 1]) + spill.transitions.weight(i)
+                        at = progress.state(first_open, hi)
+                        weight = float(progress.times[hi - 1]) + spill.transitions.weight(at)
                     spill.touched(key, weight, float(progress.times[first_open])
                                   if first_open < hi else None)
                 cut = max(lo, min(start, needed) - reach)
@@ -370,6 +422,9 @@ class IncrementalMatcher:
                 state.trimmed += cut - lo
                 if start > lo:
                     settled[start - 1] = True
+            if pending:
+                assert vector is not None
+                self._emit_pending(work, vector, pending, ids, names, out)
         except QueryError as err:
             raise err.with_query(self.compiled.text) from None
         table = self._output(bound, work.drop(columns=[ROW_ID]), st, parts) if (
@@ -393,23 +448,28 @@ class IncrementalMatcher:
             raise err.with_query(self.compiled.text) from None
 
     @staticmethod
-    def _late(bounds: list[int], is_settled: np.ndarray, is_new: np.ndarray) -> np.ndarray:
-        """New rows that sort before their partition's last settled row."""
-        late = np.zeros(len(is_new), dtype=bool)
-        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-            marks = np.flatnonzero(is_settled[lo:hi])
-            if len(marks):
-                late[lo:lo + int(marks[0])] = is_new[lo:lo + int(marks[0])]
-        return late
+    def _late(bounds: list[int], is_settled: np.ndarray, is_new: np.ndarray) -> tuple[
+            np.ndarray, np.ndarray]:
+        """New rows that sort before their partition's first settled row, and that row
+        per partition (-1: none)."""
+        ends = np.asarray(bounds[1:], dtype=np.int64)
+        marks = np.flatnonzero(is_settled)
+        first_mark = np.full(len(ends), -1, dtype=np.int64)
+        first_mark[np.searchsorted(ends, marks, side="right")[::-1]] = marks[::-1]
+        row_mark = np.repeat(first_mark, np.diff(bounds)) if len(ends) else first_mark
+        late = is_new & (np.arange(len(is_new)) < row_mark)
+        return late, first_mark
 
     def _advance(self, bound: _Bound, matcher: Matcher, st: MatchState, key: tuple[Any, ...],
                  state: PartitionState, start: int, lo: int, hi: int, ids: np.ndarray,
-                 names: list[str], out: list[Match], part: _Partition) -> int:
+                 names: list[str], out: list[Match], part: _Partition,
+                 pending: list[tuple[tuple[Any, ...], RawMatch]] | None = None) -> int:
         """Emit final matches of one partition from ``start``; return the next start.
 
         A failed attempt is final like a match; with WITH UNMATCHED ROWS its start row is
         then reported as unmatched unless an emitted match covers it (as in
-        :meth:`Matcher.partition`)."""
+        :meth:`Matcher.partition`). With ``pending`` the matches are added there instead
+        (their measures computed later for the whole feed, :meth:`_emit_pending`)."""
         starts = matcher.starts
         unmatched = matcher.report_unmatched
         all_rows = self.compiled.match.rows_per_match != "ONE"
@@ -437,7 +497,10 @@ class IncrementalMatcher:
                 continue
             rows, labels, excluded = found
             raw = RawMatch(start, state.matches + 1, rows, labels, excluded, timed_out=timed_out)
-            if not self._emit(bound, st, key, raw, ids, names, out, part, all_rows):
+            if pending is not None:  # emitted after the loop (cannot wait: no NEXT)
+                pending.append((key, raw))
+                part.matches.append(raw)
+            elif not self._emit(bound, st, key, raw, ids, names, out, part, all_rows):
                 break
             state.matches += 1
             if not timed_out:
@@ -466,44 +529,165 @@ class IncrementalMatcher:
         inputs = fb.kernel_inputs(work, len(work), bounds)
         if inputs is None:
             return None
-        return automaton, *inputs
+        return fb, automaton, *inputs
 
-    def _advance_kernel(self, bound: _Bound, kernel: tuple[Any, ...], matcher: Matcher,
-                        st: MatchState, key: tuple[Any, ...], state: PartitionState,
-                        start: int, lo: int, hi: int, ids: np.ndarray, names: list[str],
-                        out: list[Match], part: _Partition) -> int:
-        """:meth:`_advance` with the compiled kernel: it runs the partition's attempts from
-        ``start`` up to the first one that waits for more rows; the matches before it are
-        emitted here (measures may still make one wait)."""
-        automaton, bits, horizon = kernel
-        unmatched = matcher.report_unmatched
+    def _advance_kernels(self, bound: _Bound, kernel: tuple[Any, ...], open_: bool,
+                         st: MatchState, work: pd.DataFrame, bounds: list[int],
+                         todo: list[tuple[int, int, int, tuple[Any, ...], PartitionState]],
+                         ids: np.ndarray, names: list[str], out: list[Match],
+                         parts: list[_Partition], want_table: bool) -> list[int]:
+        """:meth:`_advance` with the compiled kernel, for every partition of ``todo``
+        (``lo, hi, start, key, state``) in one call: it runs each partition's attempts from
+        ``start`` up to the first one that waits for more rows, and the matches before it
+        are emitted, with vectorisable measures computed over all of them at once
+        (:func:`cep_core.runtime.fast.match_measure_values`). Returns the next start of
+        each partition. (Without NEXT, which the kernel path excludes, no measure reads a
+        row that has not arrived: a match the kernel found never waits.)"""
+        fb, automaton, bits, horizon = kernel
+        unmatched = self.compiled.match.rows_per_match == "ALL UNMATCHED"
+        first = list(bounds[1:])
+        covered = list(first)
+        begin = [-1] * len(first)
+        where: dict[int, int] = {}  # partition index in bounds -> index in todo
+        j = 0
+        for t, (lo, _, start, _, state) in enumerate(todo):
+            while bounds[j] != lo:
+                j += 1
+            where[j] = t
+            first[j] = start
+            covered[j] = start + state.covered
+            begin[j] = lo if state.trimmed == 0 else -1
+        o_start, o_end, o_num, o_unm, o_lab, bad, stops = run_kernel(
+            automaton, bits, bounds, horizon, bound.skip, unmatched, first=first,
+            covered=covered, begin=begin, open_=open_)
+        part_of = np.searchsorted(np.asarray(bounds[1:], dtype=np.int64), o_start,
+                                  side="right")
+        base = np.zeros(len(first), dtype=np.int64)  # matches emitted before, per partition
+        for j, t in where.items():
+            base[j] = todo[t][4].matches
+        number = o_num + base[part_of]
+        if bad >= 0:  # an invalid AFTER MATCH SKIP target: raise the general matcher's error
+            raw = raw_matches(o_start[bad:bad + 1], o_end[bad:bad + 1], number[bad:bad + 1],
+                              o_unm[bad:bad + 1],
+                              o_lab[len(o_lab) - int(o_end[bad] - o_start[bad]):], automaton)[0]
+            bound.skip.next_start(raw)
+            raise AssertionError("unreachable")  # pragma: no cover
+        ok = ~o_unm
+        m_start, m_end, m_number, m_part = o_start[ok], o_end[ok], number[ok], part_of[ok]
+        label_var = automaton.var[o_lab]
+        if len(m_start):
+            self._emit_all(bound, fb, st, work, todo, where, m_start, m_end, m_number, m_part,
+                           label_var, automaton.excluded[o_lab], ids, names, out)
+        # per partition: matches emitted, rows covered by a match, the next start
+        counts = np.bincount(m_part, minlength=len(first))
+        reach = np.where(m_end > m_start, m_end, m_start + 1 if unmatched else -1)
+        cover = np.full(len(first), -1, dtype=np.int64)
+        np.maximum.at(cover, m_part, reach)
+        found: list[list[RawMatch]] | None = None
+        if want_table:
+            found = [[] for _ in first]
+            raws = raw_matches(o_start, o_end, number, o_unm, o_lab, automaton)
+            for raw, j in zip(raws, part_of.tolist(), strict=True):
+                found[j].append(raw)
+        nexts: list[int] = []
+        for j, t in where.items():
+            lo, hi, start, key, state = todo[t]
+            next_start = min(int(stops[j]), hi)
+            state.matches += int(counts[j])
+            state.covered = max(0, max(start + state.covered, int(cover[j])) - next_start)
+            if found is not None and found[j]:
+                parts.append(_Partition(key, lo, hi, found[j]))
+            nexts.append(next_start)
+        return nexts
+
+    def _emit_all(self, bound: _Bound, fb: Any, st: MatchState, work: pd.DataFrame,
+                  todo: list[tuple[int, int, int, tuple[Any, ...], PartitionState]],
+                  where: dict[int, int], start: np.ndarray, end: np.ndarray,
+                  number: np.ndarray, part: np.ndarray, label_var: np.ndarray,
+                  excluded: np.ndarray, ids: np.ndarray, names: list[str],
+                  out: list[Match]) -> None:
+        """Emit the kernel's matches (arrays over matches, in partition order; the
+        variable and exclusion flag of every matched row, concatenated) as Match objects,
+        their measures vectorised when the plan allows, else per match."""
         all_rows = self.compiled.match.rows_per_match != "ONE"
-        covered = start + state.covered
-        begin = -1 if matcher.begin is None or matcher.begin < 0 else matcher.begin - lo
-        o_start, o_end, o_num, o_unm, o_lab, _, stops = run_kernel(
-            automaton, bits[lo:hi], [0, hi - lo], None if horizon is None
-            else horizon[lo:hi] - lo, bound.skip, unmatched, first=[start - lo],
-            covered=[covered - lo], begin=[begin], open_=matcher.open)
-        raws = raw_matches(o_start + lo, o_end + lo, o_num, o_unm, o_lab, automaton)
-        next_start = int(stops[0]) + lo
-        for raw in raws:
-            if raw.unmatched:
-                part.matches.append(raw)
-                continue
-            raw.number = state.matches + 1
-            st.touched_end = False
-            if not self._emit(bound, st, key, raw, ids, names, out, part, all_rows):
-                next_start = raw.start
-                break
-            state.matches += 1
-            if raw.rows:
-                covered = max(covered, raw.rows[-1] + 1)
-            elif unmatched:
-                covered = max(covered, raw.start + 1)
-            bound.skip.next_start(raw)  # raises where the kernel stopped on an invalid skip
-        next_start = min(next_start, hi)
-        state.covered = max(0, covered - next_start)
-        return next_start
+        measure_names = bound.measure_names
+        key_of = {j: todo[t][3] for j, t in where.items()}
+        keys = [key_of[j] for j in part.tolist()]
+        numbers = number.tolist()
+        row_ids = ids.tolist()
+        lab_name = np.array(names, dtype=object)[label_var].tolist()
+        offsets = np.zeros(len(start) + 1, dtype=np.int64)
+        np.cumsum(end - start, out=offsets[1:])
+        spans = list(zip(start.tolist(), end.tolist(), offsets[:-1].tolist(),
+                         strict=True))
+        if excluded.any():  # rows inside {- -} are left out of Match.rows/labels
+            shown = (~excluded).tolist()
+            rows = [tuple(row_ids[a + i] for i in range(b - a) if shown[o + i])
+                    for a, b, o in spans]
+            labels = [tuple(lab_name[o + i] for i in range(b - a) if shown[o + i])
+                      for a, b, o in spans]
+        else:
+            rows = [tuple(row_ids[a:b]) for a, b, _ in spans]
+            labels = [tuple(lab_name[o:o + b - a]) for a, b, o in spans]
+        if fb.vector_measures is not None:
+            columns = []
+            for values, missing in match_measure_values(fb, work, start, end, number,
+                                                        label_var):
+                vals = column_values(values)
+                if missing is not None:
+                    for k in np.flatnonzero(missing).tolist():
+                        vals[k] = None
+                columns.append(vals)
+            measures = [dict(zip(measure_names, v, strict=True))
+                        for v in zip(*columns, strict=True)] if columns else [
+                {} for _ in spans]
+        else:
+            measures = []
+            lab_vars = label_var.tolist()
+            flags = excluded.tolist()
+            for (a, b, o), num, j in zip(spans, numbers, part.tolist(), strict=True):
+                st.lo, st.hi = todo[where[j]][0], todo[where[j]][1]
+                raw = RawMatch(a, num, list(range(a, b)), lab_vars[o:o + b - a],
+                               flags[o:o + b - a])
+                values = bound._measures_at(st, raw, b - a)
+                if all_rows:  # RUNNING measures at each row, as the general path
+                    for i in range(b - a):
+                        bound._measures_at(st, raw, i + 1)
+                measures.append(dict(zip(measure_names, values, strict=True)))
+        out.extend(map(Match, keys, numbers, rows, labels, measures))
+
+    def _emit_pending(self, work: pd.DataFrame,
+                      vector: tuple[list[Any], list[str | None]],
+                      pending: list[tuple[tuple[Any, ...], RawMatch]], ids: np.ndarray,
+                      names: list[str], out: list[Match]) -> None:
+        """Emit the general matcher's matches of a feed with their measures computed over
+        all of them at once (:func:`cep_core.runtime.fast.measure_values`)."""
+        raws = [raw for _, raw in pending]
+        length = np.fromiter((len(r.rows) for r in raws), dtype=np.int64, count=len(raws))
+        rows = np.fromiter(chain.from_iterable(r.rows for r in raws), dtype=np.int64,
+                           count=int(length.sum()))
+        labels = np.fromiter(chain.from_iterable(r.labels for r in raws), dtype=np.int64,
+                             count=len(rows))
+        number = np.fromiter((r.number for r in raws), dtype=np.int64, count=len(raws))
+        columns = []
+        for values, missing in measure_values(*vector, self.compiled.variables, work,
+                                              np.zeros(len(raws), dtype=np.int64),
+                                              length, number, labels, rows):
+            vals = column_values(values)
+            if missing is not None:
+                for k in np.flatnonzero(missing).tolist():
+                    vals[k] = None
+            columns.append(vals)
+        measure_names = [me.name for me in self.compiled.match.measures]
+        measures = [dict(zip(measure_names, v, strict=True))
+                    for v in zip(*columns, strict=True)] if columns else [
+            {} for _ in raws]
+        row_ids = ids.tolist()
+        for (key, raw), values in zip(pending, measures, strict=True):
+            kept = [(r, v) for r, v, x in zip(raw.rows, raw.labels, raw.excluded,
+                                              strict=True) if not x]
+            out.append(Match(key, raw.number, tuple(row_ids[r] for r, _ in kept),
+                             tuple(names[v] for _, v in kept), values, raw.timed_out))
 
     @staticmethod
     def _emit(bound: _Bound, st: MatchState, key: tuple[Any, ...], raw: RawMatch,

@@ -1122,50 +1122,8 @@ class _KernelResult:
     def _measure_values(self) -> list[tuple[pd.Series, np.ndarray | None]]:
         """Per measure of a vectorisable plan (``FastPlan.measures``): the values (one per
         match) and a mask of NULLs (or None), from the match arrays."""
-        fb = self.fb
-        measures = _vector_measures_of(fb)
-        assert measures is not None
-        start, end, labels = self.start, self.end, self.labels
-        m = len(start)
-        length = end - start
-        offsets = np.zeros(m + 1, dtype=np.int64)
-        np.cumsum(length, out=offsets[1:])
-        match_of = np.repeat(np.arange(m, dtype=np.int64), length)
-        flat_row = np.arange(len(labels), dtype=np.int64) - offsets[match_of] + start[match_of]
-        names = fb.plan.q.variables
-        out: list[tuple[pd.Series, np.ndarray | None]] = []
-        for me, col in zip(measures, fb.measure_columns, strict=True):
-            if me.kind in ("nav", "count"):
-                if me.var is None:
-                    inside = np.ones(len(labels), dtype=bool)
-                else:
-                    inside = np.isin(labels, np.fromiter(me.var, dtype=np.int64))
-                cs = np.zeros(len(labels) + 1, dtype=np.int64)
-                np.cumsum(inside, out=cs[1:])
-                total = cs[offsets[1:]] - cs[offsets[:-1]]
-            if me.kind == "count":
-                out.append((pd.Series(total), None))
-            elif me.kind == "nav":
-                assert col is not None
-                if me.from_end:
-                    rank = cs[offsets[1:]][match_of] - cs[1:]  # in-set rows after this one
-                else:
-                    rank = cs[:-1] - cs[offsets[:-1]][match_of]  # in-set rows before it
-                hit = np.flatnonzero(inside & (rank == me.offset))
-                rows = np.full(m, -1, dtype=np.int64)
-                rows[match_of[hit]] = flat_row[hit]
-                missing = rows < 0
-                values = self.work[col].take(np.maximum(rows, 0)).reset_index(drop=True)
-                out.append((values, missing if missing.any() else None))
-            elif me.kind == "number":
-                out.append((pd.Series(self.number), None))
-            else:  # classifier: the variable of the last row
-                last = np.where(length > 0, labels[np.maximum(offsets[1:] - 1, 0)]
-                                if len(labels) else -1, -1)
-                text = np.array([*names, None], dtype=object)[last]
-                missing = last < 0
-                out.append((pd.Series(text, dtype=object), missing if missing.any() else None))
-        return out
+        return match_measure_values(self.fb, self.work, self.start, self.end, self.number,
+                                    self.labels)
 
     def _one_row_vectorised(self) -> pd.DataFrame:
         """ONE ROW PER MATCH with every measure from the match arrays (as _Result.frame)."""
@@ -1230,6 +1188,70 @@ class _KernelResult:
         full = self.df.reset_index(drop=True)
         work = full.take(self.positions).reset_index(drop=True)
         return select(tree, bound._all_rows(work, self._state(), self._parts()))
+
+
+def match_measure_values(fb: _FastBound, work: Any, start: np.ndarray, end: np.ndarray,
+                         number: np.ndarray, labels: np.ndarray
+                         ) -> list[tuple[pd.Series, np.ndarray | None]]:
+    """Per measure of a vectorisable plan (``_FastBound.vector_measures``): the values (one
+    per match) and a mask of NULLs (or None), from the match arrays over the sorted rows
+    ``work`` (a mapping of columns): first row, one past the last row, match number, and
+    the variable of every matched row (concatenated). The batch kernel's ONE ROW output
+    and the incremental matcher's matches share it."""
+    measures = _vector_measures_of(fb)
+    assert measures is not None
+    return measure_values(measures, fb.measure_columns, fb.plan.q.variables, work, start,
+                          end, number, labels)
+
+
+def measure_values(measures: list[FastMeasure], columns: list[str | None], names: list[str],
+                   work: Any, start: np.ndarray, end: np.ndarray, number: np.ndarray,
+                   labels: np.ndarray, rows: np.ndarray | None = None
+                   ) -> list[tuple[pd.Series, np.ndarray | None]]:
+    """:func:`match_measure_values` for ``measures`` (see
+    :func:`cep_core.compile.fast_plan.vector_measures`) reading ``columns``; ``rows``: the
+    row of every matched row (concatenated), when matches are not runs of consecutive
+    rows (SKIP TILL ... MATCH); ``end - start`` is then each match's number of rows."""
+    m = len(start)
+    length = end - start
+    offsets = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(length, out=offsets[1:])
+    match_of = np.repeat(np.arange(m, dtype=np.int64), length)
+    flat_row = rows if rows is not None else (
+        np.arange(len(labels), dtype=np.int64) - offsets[match_of] + start[match_of])
+    out: list[tuple[pd.Series, np.ndarray | None]] = []
+    for me, col in zip(measures, columns, strict=True):
+        if me.kind in ("nav", "count"):
+            if me.var is None:
+                inside = np.ones(len(labels), dtype=bool)
+            else:
+                inside = np.isin(labels, np.fromiter(me.var, dtype=np.int64))
+            cs = np.zeros(len(labels) + 1, dtype=np.int64)
+            np.cumsum(inside, out=cs[1:])
+            total = cs[offsets[1:]] - cs[offsets[:-1]]
+        if me.kind == "count":
+            out.append((pd.Series(total), None))
+        elif me.kind == "nav":
+            assert col is not None
+            if me.from_end:
+                rank = cs[offsets[1:]][match_of] - cs[1:]  # in-set rows after this one
+            else:
+                rank = cs[:-1] - cs[offsets[:-1]][match_of]  # in-set rows before it
+            hit = np.flatnonzero(inside & (rank == me.offset))
+            rows = np.full(m, -1, dtype=np.int64)
+            rows[match_of[hit]] = flat_row[hit]
+            missing = rows < 0
+            values = work[col].take(np.maximum(rows, 0)).reset_index(drop=True)
+            out.append((values, missing if missing.any() else None))
+        elif me.kind == "number":
+            out.append((pd.Series(number), None))
+        else:  # classifier: the variable of the last row
+            last = np.where(length > 0, labels[np.maximum(offsets[1:] - 1, 0)]
+                            if len(labels) else -1, -1)
+            text = np.array([*names, None], dtype=object)[last]
+            missing = last < 0
+            out.append((pd.Series(text, dtype=object), missing if missing.any() else None))
+    return out
 
 
 def raw_matches(o_start: np.ndarray, o_end: np.ndarray, o_num: np.ndarray,
@@ -1333,6 +1355,18 @@ def all_rows_vectorised(fb: _FastBound, df: pd.DataFrame, work: dict[str, pd.Ser
 
 def _vector_measures_of(fb: _FastBound) -> list[FastMeasure] | None:
     return fb.vector_measures
+
+
+def vector_measure_columns(bound: Bound) -> tuple[list[FastMeasure], list[str | None]] | None:
+    """The query's measures if :func:`measure_values` can compute them all (else None),
+    and the input column each one reads, as named in ``bound``'s input."""
+    q = bound.q
+    measures = vector_measures(q)
+    if measures is None:
+        return None
+    scope = Scope(bound.columns, q._sets, "MEASURES")
+    return measures, [None if me.column is None else scope.column(me.column)
+                      for me in measures]
 
 
 def _from_python(values: list[Any]) -> pd.Series:

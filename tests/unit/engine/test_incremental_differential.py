@@ -364,3 +364,139 @@ def test_column_names_that_differ_only_in_case() -> None:
     ambiguous = df.assign(price=df["Price"])
     with pytest.raises(cep_core.QueryError, match="ambiguous"):
         IncrementalMatcher(query).feed(ambiguous)
+
+
+# ---------------------------------------------------------------- feed(): Match objects
+# The compiled kernel runs every partition of a batch in one call and emits its matches
+# with the measures vectorised over all of them (row-local and PREV conditions, measures
+# of FIRST/LAST/COUNT/CLASSIFIER/MATCH_NUMBER); other measures per match. The general
+# matcher (aggregates in DEFINE, SKIP TILL ... MATCH) emits its matches once per feed with
+# the same vectorised measures, unless something reads ahead (NEXT).
+KERNEL_CONDITIONS = ["TRUE", "x > 0", "x <= 1 OR x IS NULL", "x > PREV(x)", "y < x",
+                     "x IS NULL", "PREV(y, 2) > 0"]
+GENERAL_CONDITIONS = ["SUM(y) <= 3", "COUNT(*) <= 2", "x < NEXT(x)", "y > FIRST(y)"]
+KERNEL_MEASURES = [
+    "MATCH_NUMBER() AS mn", "CLASSIFIER() AS cls", "FIRST(x) AS fx", "LAST(y) AS ly",
+    "LAST({v}.x, 1) AS la1", "FIRST({v}.ts) AS fb", "COUNT(*) AS n", "COUNT({v}.*) AS nb",
+    "ts AS t", "SUM(x) AS sx", "PREV(x) AS px"]
+
+
+@st.composite
+def kernel_queries(draw: st.DrawFn) -> str:
+    pattern = draw(_pattern())
+    if draw(st.integers(0, 3)) == 0:  # an exclusion: rows left out of Match.rows
+        pattern = f"{pattern} {{- {draw(st.sampled_from(VARS))} -}}"
+    used = [v for v in VARS if v in pattern]
+    var = st.sampled_from(used)
+    conditions = KERNEL_CONDITIONS + (GENERAL_CONDITIONS if draw(st.booleans()) else [])
+    defines = [f"{v} AS {draw(st.sampled_from(conditions))}" for v in used]
+    pool = KERNEL_MEASURES[:-2] if draw(st.booleans()) else KERNEL_MEASURES
+    measures = [m.format(v=draw(var)) for m in draw(
+        st.lists(st.sampled_from(pool), min_size=1, max_size=4, unique=True))]
+    rows = draw(st.sampled_from(["ONE ROW PER MATCH", "ALL ROWS PER MATCH",
+                                 "ALL ROWS PER MATCH WITH UNMATCHED ROWS"]))
+    skip = draw(st.sampled_from(["PAST LAST ROW", "TO NEXT ROW", "TO FIRST", "TO LAST"]))
+    if skip in ("TO FIRST", "TO LAST"):
+        skip = f"{skip} {draw(st.sampled_from(used))}"
+    within = draw(st.sampled_from(["", "", " WITHIN INTERVAL '3' SECOND",
+                                   " WITHIN INTERVAL '4' SECOND SKIP TILL NEXT MATCH",
+                                   " WITHIN INTERVAL '4' SECOND SKIP TILL ANY MATCH"]))
+    return (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts "
+            f"MEASURES {', '.join(measures)} {rows} AFTER MATCH SKIP {skip} "
+            f"PATTERN ({pattern}){within} DEFINE {', '.join(defines)})")
+
+
+@st.composite
+def kernel_tables(draw: st.DrawFn) -> pd.DataFrame:
+    n = draw(st.integers(0, 40))
+    value = st.one_of(st.none(), st.integers(-2, 3))
+    xs = draw(st.lists(value, min_size=n, max_size=n))
+    ys = draw(st.lists(st.integers(-2, 3), min_size=n, max_size=n))
+    ps = draw(st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=n, max_size=n))
+    ts = pd.Timestamp("2024-01-01") + pd.to_timedelta(np.arange(n), unit="s")
+    return pd.DataFrame({"ts": ts, "p": ps, "x": pd.array(xs, dtype="float64"),
+                         "y": np.asarray(ys, dtype=np.int64)})
+
+
+def _kind(err: Exception) -> str:
+    return str(err).splitlines()[0].split(":")[0].split(" would")[0].split(" match ")[0]
+
+
+def _matches(found: list[Any]) -> list[tuple[Any, ...]]:
+    return [(m.partition, m.match_number, m.rows, m.labels,
+             {k: _canon(v) for k, v in m.measures.items()}, m.timed_out) for m in found]
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(kernel_queries(), kernel_tables(), st.lists(st.integers(0, 40), max_size=5))
+def test_feed_matches_equal_the_general_matcher(query: str, df: pd.DataFrame,
+                                                cuts: list[int]) -> None:
+    """``feed``/``flush`` Match objects (partition, number, rows, labels, measures) equal
+    the general matcher's ``find_matches`` on the whole table, whatever the batch cuts."""
+    try:
+        general = _matches(cep_core.compile_query(query, engine="general").find_matches(df))
+    except cep_core.QueryError as err:  # the first error met may be in another
+        general = [("error", _kind(err))]  # partition incrementally: compare its kind
+    edges = [0, *sorted({c for c in cuts if 0 < c < len(df)}), len(df)]
+    try:
+        inc = IncrementalMatcher(query)
+        found = [m for a, b in zip(edges[:-1], edges[1:], strict=True)
+                 for m in inc.feed(df.iloc[a:b])] + inc.flush()
+        got = sorted(_matches(found), key=repr)
+    except cep_core.QueryError as err:
+        got = [("error", _kind(err))]
+    assert got == sorted(general, key=repr)
+
+
+def test_feed_uses_the_batched_kernel_with_vectorised_measures() -> None:
+    """The suite's V shape over several partitions: the kernel path with vectorised
+    measures (FIRST/LAST of a timestamp) gives the general matcher's matches."""
+    query = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES "
+             "FIRST(ts) AS start_ts, LAST(ts) AS end_ts, COUNT(DOWN.*) AS downs, "
+             "MATCH_NUMBER() AS mn AFTER MATCH SKIP PAST LAST ROW PATTERN (STRT DOWN+ UP+) "
+             "DEFINE DOWN AS x < PREV(x), UP AS x > PREV(x))")
+    rng = np.random.default_rng(3)
+    n = 3000
+    df = pd.DataFrame({"ts": pd.Timestamp("2024-01-01") + pd.to_timedelta(np.arange(n),
+                                                                          unit="ms"),
+                       "p": rng.choice(list("abcdefgh"), n), "x": rng.integers(0, 9, n)})
+    compiled = cep_core.compile_query(query)
+    assert compiled._fast is not None and compiled._fast.plan.automaton() is not None
+    general = _matches(cep_core.compile_query(query, engine="general").find_matches(df))
+    inc = IncrementalMatcher(compiled)
+    found = [m for a in range(0, n, 250) for m in inc.feed(df.iloc[a:a + 250])] + inc.flush()
+    assert len(general) > 100
+    assert sorted(_matches(found), key=repr) == sorted(general, key=repr)
+
+
+def test_a_feed_pauses_the_garbage_collector_and_restores_it() -> None:
+    """feed/flush run with the cyclic GC paused and leave it as they found it, also when
+    the query fails."""
+    import gc
+
+    query = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n "
+             "PATTERN (A B+) DEFINE B AS x > PREV(x))")
+    df = pd.DataFrame({"ts": range(6), "x": [1, 2, 3, 1, 2, 0]})
+    seen: list[bool] = []
+    inc = IncrementalMatcher(query)
+    original = inc._process
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return original(*args, **kwargs)
+
+    inc._process = spy  # type: ignore[method-assign]
+    assert gc.isenabled()
+    found = inc.feed(df.iloc[:4]) + inc.feed(df.iloc[4:]) + inc.flush()
+    assert [m.rows for m in found] == [(0, 1, 2), (3, 4)]
+    assert seen == [False, False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        IncrementalMatcher(query).feed(df)
+        assert not gc.isenabled()  # a caller's disabled GC stays disabled
+    finally:
+        gc.enable()
+    with pytest.raises(cep_core.QueryError):
+        IncrementalMatcher(query).feed(df.rename(columns={"x": "z"}))
+    assert gc.isenabled()
