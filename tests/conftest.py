@@ -31,6 +31,8 @@ SLOWEST_FIRST = [
     "e2e/test_pipeline_e2e.py",  # with the other PIPELINE_RUN_FILES: one unit of work
     "e2e/test_continuous_e2e.py",  # one test: the app under its DAG, ~15 min under load
     "integration/test_gold.py",
+    "integration/test_hot_reload.py",
+    "integration/test_priorities.py",
     "integration/test_maintain.py",
     "integration/test_restart.py",
     "test_wheel.py",
