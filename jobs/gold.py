@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -42,6 +43,7 @@ from lakecep.validation import ValidationError, check_queries, validate
 
 from . import alerts, gold_chain, reload, snapshots
 from .archive import RecentBuffer
+from .class_gate import GATE
 from .gold_acquisition import AcquisitionPlans, acquisition_rows, record_plans
 from .gold_live_archive import check_live_columns, live_archive_rows, record_access
 from .gold_pattern import pattern_rows
@@ -657,17 +659,23 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
             # an empty batch, e.g. the first over a new, empty silver table (nothing to find)
             newest = batch.agg(F.max(F.unix_micros("event_time"))).first()[0]
             if newest is not None:
-                for attempt in range(1, CONFLICT_RETRIES + 1):
-                    try:
-                        detect_batch(batch, batch_id, newest)
-                        break
-                    except Exception as exc:
-                        if priority is None or attempt == CONFLICT_RETRIES or \
-                                not concurrent_write(exc):
-                            raise
-                        log(f"{stream}: batch {batch_id}: a concurrent gold write of another "
-                            f"class conflicted ({type(exc).__name__}); batch run again "
-                            f"(attempt {attempt + 1}; every write is idempotent)")
+                # a class stream's batch waits for its turn: one class batch at a time,
+                # the highest class waiting first (jobs/class_gate.py)
+                with GATE.turn(priority) if priority else nullcontext(0.0) as waited:
+                    if waited >= 1:
+                        log(f"{stream}: batch {batch_id}: waited {waited:.1f}s for its turn "
+                            "(another class's batch was running)")
+                    for attempt in range(1, CONFLICT_RETRIES + 1):
+                        try:
+                            detect_batch(batch, batch_id, newest)
+                            break
+                        except Exception as exc:
+                            if priority is None or attempt == CONFLICT_RETRIES or \
+                                    not concurrent_write(exc):
+                                raise
+                            log(f"{stream}: batch {batch_id}: a concurrent gold write "
+                                f"conflicted ({type(exc).__name__}); batch run again "
+                                f"(attempt {attempt + 1}; every write is idempotent)")
         finally:
             batch.unpersist()
 
