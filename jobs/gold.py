@@ -235,7 +235,7 @@ def reloaded(query: PatternQuery, new_events, history, floors: dict[str, int] | 
         after = F.unix_micros("event_time") > (floors or {})[query.id]
         new_events, history = new_events.where(after), history.where(after)
     if query.id in (warm or {}):
-        within = within_ns(query)
+        within = within_ns(query.compiled())
         recent = history if within is None else history.where(
             F.unix_micros("event_time") >= (warm or {})[query.id] - within // 1000)
         new_events = new_events.unionByName(recent)
