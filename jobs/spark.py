@@ -218,6 +218,10 @@ def get_spark(app_name: str = "lakecep", settings: Settings | None = None, *,
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.databricks.delta.snapshotPartitions", "2")
+        # VACUUM lists a table's files with this many tasks (Spark's default, 10,000, made
+        # each of `lakecep maintain`'s VACUUMs a 10,000-task job on a 2-core machine)
+        .config("spark.sql.sources.parallelPartitionDiscovery.parallelism",
+                str(settings.spark_shuffle_partitions))
         .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
         .config("spark.sql.warehouse.dir", str(settings.home / "warehouse"))
         .config("spark.driver.extraJavaOptions", _driver_java_options(settings, _dump_archive))
