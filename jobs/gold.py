@@ -223,6 +223,17 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
     return found
 
 
+def incremental_keys(settings: Settings, queries: Sequence[QueryDefinition],
+                     silver_schema: Any) -> dict[str, str]:
+    """Pattern query id -> key column of the queries that keep incremental partial-match
+    state (:func:`~lakecep.jobs.match_state.supported`; none with ``incremental_patterns``
+    off)."""
+    if not settings.incremental_patterns:
+        return {}
+    keys = {q.id: supported(q, silver_schema) for q in queries if isinstance(q, PatternQuery)}
+    return {query_id: key for query_id, key in keys.items() if key is not None}
+
+
 def reloaded(query: PatternQuery, new_events, history, floors: dict[str, int] | None,  # noqa: ANN001, ANN201
              warm: dict[str, int] | None):
     """A pattern rule's new events and history after a hot reload (docs/rules.md): a version
@@ -518,13 +529,7 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
     rbuffer = RecentBuffer(settings.rbuffer_rows) if live_archive else None
     plans = AcquisitionPlans()
     columns = engine_columns(queries)
-    silver_schema = silver.read().select(*columns).schema
-    incremental = {}
-    if settings.incremental_patterns:
-        for q in queries:
-            key = supported(q, silver_schema) if isinstance(q, PatternQuery) else None
-            if key is not None:
-                incremental[q.id] = key
+    incremental = incremental_keys(settings, queries, silver.read().select(*columns).schema)
     if incremental:
         log(f"{stream}: incremental pattern queries (partial matches in gold.partial_matches,"
             f" history read only for late keys): {', '.join(sorted(incremental))}")
@@ -612,13 +617,9 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
             changed.append(d)
         warm: dict[str, int] = {}
         if changed:
-            schema = silver.read().select(*engine_columns(queries)).schema
             incremental.clear()
-            if settings.incremental_patterns:
-                for q in queries:
-                    key = supported(q, schema) if isinstance(q, PatternQuery) else None
-                    if key is not None:
-                        incremental[q.id] = key
+            incremental.update(incremental_keys(
+                settings, queries, silver.read().select(*engine_columns(queries)).schema))
             ids = [d.query_id for d in changed]
             now_windows = [q for q in queries if isinstance(q, WindowQuery)]
             drop_stale_windows(spark, settings, now_windows, stream, only=ids)
