@@ -2,10 +2,13 @@
 latency per priority class, a 2x overload against the same classes without overload.
 
 One Spark session in FAIR mode runs continuous gold (``gold.run(continuous=True)`` inside
-``streaming.concurrently``, as ``lakecep run all --continuous`` does) with two pattern
-rules: ``rfid_abc`` (``priority = "high"``) and ``abc_low`` (the same pattern, ``priority =
-"low"``), so two streams, ``gold_high`` (pool ``class_high``, weight 1000, minShare 1) and
-``gold_low`` (``class_low``, weight 1). A feeder appends RFID reads (A, B, C per tag) to
+``streaming.concurrently``, as ``lakecep run all --continuous`` does) with pattern rules of
+two classes: ``rfid_abc`` (``priority = "high"``) and ``--low-rules`` copies of it
+``abc_low1``, ... (``priority = "low"``), so two streams, ``gold_high`` (pool
+``class_high``, weight 1000, minShare 1) and ``gold_low`` (``class_low``, weight 1). With
+one low rule both classes do the same work, and at 2x the input the high rule alone needs
+the whole app: no scheduler can keep its latency. With three (the default) high is a
+quarter of the work, and at 2x needs half the app. A feeder appends RFID reads (A, B, C per tag) to
 silver, one Delta file per append; ``max_files_per_trigger = 1``, so each stream's k-th
 batch is the k-th append.
 
@@ -18,7 +21,7 @@ minus the time its append committed: queueing included), median and p95. The mac
 load (``os.getloadavg``) is recorded at start and end. Writes
 ``benchmarks/results/priorities.json`` and ``.png``::
 
-    .venv/bin/python benchmarks/priorities.py --rows 2000 --baseline 8 --overload 14
+    .venv/bin/python benchmarks/priorities.py --rows 2000 --baseline 8 --overload 14 --low-rules 3
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CLASSES = {"gold_high": "rfid_abc", "gold_low": "abc_low"}
+CLASSES = ("gold_high", "gold_low")
 
 
 def p95(values: list[float]) -> float | None:
@@ -47,14 +50,15 @@ def p95(values: list[float]) -> float | None:
     return ordered[min(len(ordered) - 1, max(0, round(0.95 * len(ordered) + 0.5) - 1))]
 
 
-def write_queries(folder: Path) -> None:
+def write_queries(folder: Path, low_rules: int) -> None:
     from lakecep.queries import QUERIES_DIR
 
     folder.mkdir(parents=True)
     text = (QUERIES_DIR / "rfid_abc.toml").read_text()
     (folder / "rfid_abc.toml").write_text(text + 'priority = "high"\n')
-    (folder / "abc_low.toml").write_text(
-        text.replace('id = "rfid_abc"', 'id = "abc_low"') + 'priority = "low"\n')
+    for i in range(1, low_rules + 1):
+        (folder / f"abc_low{i}.toml").write_text(
+            text.replace('id = "rfid_abc"', f'id = "abc_low{i}"') + 'priority = "low"\n')
 
 
 class Feeder:
@@ -98,6 +102,8 @@ def main() -> int:  # noqa: C901, PLR0915
     parser.add_argument("--baseline", type=int, default=8, help="closed-loop appends")
     parser.add_argument("--overload", type=int, default=14, help="appends at 2x the rate")
     parser.add_argument("--factor", type=float, default=2.0, help="overload factor")
+    parser.add_argument("--low-rules", type=int, default=3,
+                        help="low-class copies of the high rule (the low class's share)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -109,7 +115,7 @@ def main() -> int:  # noqa: C901, PLR0915
 
     load_start = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="lakecep-priorities-"))
-    write_queries(work / "queries")
+    write_queries(work / "queries", args.low_rules)
     settings = dataclasses.replace(
         load_settings(), home=work / "home", queries_dir=str(work / "queries"),
         trigger_interval="1 second", max_files_per_trigger=1, tuning_apply=False,
@@ -225,6 +231,7 @@ def main() -> int:  # noqa: C901, PLR0915
         "setup": {"rows_per_append": args.rows, "warmup": args.warmup,
                   "baseline_appends": args.baseline, "overload_appends": args.overload,
                   "overload_factor": args.factor, "baseline_cycle_s": cycle,
+                  "high_rules": 1, "low_rules": args.low_rules,
                   "baseline_cycles_s": cycles, "overload_interval_s": interval,
                   "capacity_rows_per_s": args.rows / cycle,
                   "appended": feeder.n, "processed_at_end": final,
