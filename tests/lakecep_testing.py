@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -65,3 +67,19 @@ def task_states(env: dict[str, str], dag_id: str, run_id: str) -> list[dict]:
     return _airflow_db(env, "SELECT task_id, map_index, state FROM task_instance "
                        "WHERE dag_id = ? AND run_id = ? ORDER BY task_id, map_index",
                        dag_id, run_id)
+
+
+def cli_in_session(spark: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the commands of ``lakecep.jobs.cli.main`` run on the test's Spark session (which
+    they must not stop) instead of starting a driver JVM each: what is tested is the command,
+    and a JVM start costs tens of seconds."""
+    from lakecep.jobs import cli
+
+    class Session:
+        def __getattr__(self, name: str) -> object:
+            return getattr(spark, name)
+
+        def stop(self) -> None:
+            pass
+
+    monkeypatch.setattr(cli, "_spark", lambda cfg, app: Session())

@@ -30,6 +30,8 @@ from pathlib import Path
 import pytest
 from lakecep_testing import clean_env
 
+from lakecep.jobs.spark import CDS_DIR
+
 REPO = Path(__file__).resolve().parent.parent
 UV = Path(sys.executable).with_name("uv")
 
@@ -275,6 +277,12 @@ def test_installed_package_runs_the_demo_elsewhere(
     env.update({"LAKECEP_HOME": str(home), "AIRFLOW_HOME": str(tmp_path / "airflow"),
                 "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
                 "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp_path}/airflow.db",
+                # The fresh venv has no class-data-sharing archive of its own (`python -m
+                # lakecep.jobs.spark fetch-jars` writes one; docs/configuration.md). Its
+                # Spark is this venv's (the .pth of the `venv` fixture), so this venv's
+                # archive fits: each of the three driver JVMs (run all, status, the gold
+                # task) starts with about half the CPU.
+                "LAKECEP_CDS_DIR": str(CDS_DIR),
                 # the repository's venv off PATH: only the fresh venv's lakecep is found
                 "PATH": os.pathsep.join([str(venv / "bin"), *(
                     p for p in env.get("PATH", "").split(os.pathsep)

@@ -6,7 +6,8 @@ the rest of the files land and the app is killed with SIGKILL (driver and JVM, w
 was doing); the next DAG run sees the dead process and restarts it; gold ends equal to the
 generator's ground truth -- every current match once, no (query_id, match_id) twice --
 and `lakecep status --strict` (reconciliation: landed = bronze = silver + duplicates +
-quarantine) passes after a stop through the DAG (`action = stop`).
+quarantine) passes after a stop through the DAG (`action = stop`) (the command on the
+tests' Spark session).
 
 Small data (600 events in four files), one test; the app is killed by pid in a finally.
 """
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from lakecep_testing import REPO, run_airflow
+from lakecep_testing import REPO, cli_in_session, run_airflow
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
@@ -72,8 +73,9 @@ def dag_run(env: dict, date: str, conf: dict | None = None) -> str:
     return log
 
 
-def test_supervised_app_survives_a_kill_and_ends_equal_to_the_truth(airflow_env: dict,
-                                                                  tmp_path: Path) -> None:
+def test_supervised_app_survives_a_kill_and_ends_equal_to_the_truth(
+        airflow_env: dict, spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+        capsys: pytest.CaptureFixture[str]) -> None:
     home = tmp_path / "lake"
     env = {**airflow_env, "LAKECEP_HOME": str(home), "LAKECEP_TRIGGER_INTERVAL": "5 seconds"}
     python = env["LAKECEP_PYTHON_BIN"]
@@ -153,10 +155,16 @@ def test_supervised_app_survives_a_kill_and_ends_equal_to_the_truth(airflow_env:
     rows = gold_rows(home)
     assert rows is not None
     assert not rows.duplicated(["query_id", "match_id"]).any()
-    status = subprocess.run([*cli, "status", "--strict", "--json"], env=env, cwd=REPO,
-                            capture_output=True, text=True, timeout=600)
-    assert status.returncode == 0, status.stdout[-4000:] + status.stderr[-3000:]
-    report = json.loads(status.stdout[status.stdout.index("{"):])
+    # `lakecep status --strict --json` on this worker's Spark session (no third driver JVM)
+    from lakecep.jobs import cli as lakecep_cli
+
+    cli_in_session(spark, monkeypatch)
+    monkeypatch.setenv("LAKECEP_HOME", str(home))
+    capsys.readouterr()
+    code = lakecep_cli.main(["status", "--strict", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.out[-4000:] + out.err[-3000:]
+    report = json.loads(out.out[out.out.index("{"):])
     assert report["ok"] and report["continuous"]["heartbeat"]["phase"] == "stopped"
     failed = [c for c in report["checks"] if not c["ok"]]
     assert failed == []

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from lakecep_testing import cli_in_session
 from webhook import Webhook
 
 from lakecep.jobs import alerts, bronze, cli, gold, replay, silver, snapshots
@@ -139,14 +140,7 @@ def _check_replay(spark, local, monkeypatch, capsys) -> None:  # noqa: ANN001
     transit = next(r for r in results if r.query_id == "rfid_transit")
     assert transit.snapshot is None and transit.stored["archive_event_ids"]
 
-    class Session:   # the test's session for the command, which must not stop it
-        def __getattr__(self, name: str) -> object:
-            return getattr(spark, name)
-
-        def stop(self) -> None:
-            pass
-
-    monkeypatch.setattr(cli, "_spark", lambda cfg, app: Session())
+    cli_in_session(spark, monkeypatch)
     monkeypatch.setenv("LAKECEP_HOME", str(local.home))
     monkeypatch.setenv("LAKECEP_QUERIES_DIR", str(local.queries_dir))
     capsys.readouterr()
