@@ -43,8 +43,8 @@ from .tables import LakeTable
 
 TABLE = "gold.rule_deployments"
 #: ``gold.rule_deployments.strategy``: a file's ``reload``, the versions in force when a
-#: stream first records them, an added rule (evaluated over the existing history at its
-#: first batch, whatever its ``reload``: there is no old version to hand over from), a
+#: stream first records them, an added rule (:meth:`Rules.first_sight`: evaluated over
+#: the existing history at its first batch, whatever its ``reload``), a
 #: removed file, a kind deployed by a restart of gold
 STRATEGIES = ("initial", *RELOAD_STRATEGIES, "backfill", "remove", "restart")
 #: Query kinds a running gold stream can deploy (the others are deployed by a restart).
@@ -139,6 +139,7 @@ class Rules:
         #: the rules added at a batch (id -> batch id): a batch run again after a crash
         #: finds its deployment recorded and backfills them again (:meth:`backfills`)
         self.added: dict[str, int] = {}
+        self.elsewhere: set[str] = set()
         #: the versions in force recorded by earlier runs: id -> (rule_hash, strategy, m_d)
         self.recorded = self._recorded()
 
@@ -161,6 +162,11 @@ class Rules:
         from pyspark.sql import functions as F
 
         table = LakeTable(self.spark, self.settings, TABLE).ensure()
+        # rules another gold stream has run: one that appears here moved (to another
+        # priority class, docs/rules.md): deployed with its reload, not as an addition
+        # (:meth:`first_sight`)
+        self.elsewhere = {r.query_id for r in table.read().where(
+            F.col("stream") != self.stream).select("query_id").distinct().collect()}
         newest = Window.partitionBy("query_id").orderBy(F.col("batch_id").desc(),
                                                         F.col("deployed_at").desc())
         rows = (table.read().where(F.col("stream") == self.stream)
@@ -171,6 +177,13 @@ class Rules:
         self.added = {r.query_id: r.batch_id for r in rows
                       if r.strategy == "backfill" and r.old_hash is None}
         return {r.query_id: (r.new_hash, r.strategy, r.m_d) for r in rows}
+
+    def first_sight(self, query_id: str) -> bool:
+        """Whether a rule appearing now was never run by a gold stream of this lake (an
+        addition, deployed with ``backfill``). A rule removed and added back, or moved from
+        another stream (priority class), is deployed with its ``reload``: its earlier
+        outputs are in gold (a window rule would emit its windows again)."""
+        return query_id not in self.recorded and query_id not in self.elsewhere
 
     def backfills(self, batch_id: int) -> set[str]:
         """The rules added at batch ``batch_id`` (strategy ``backfill``, no old hash), whose
@@ -208,7 +221,7 @@ class Rules:
                     old = None if recorded is None or recorded[0] is None else query
                     chained = bool(getattr(query, "inputs", ()))  # (bootstrap of their own)
                     hot = isinstance(query, HOT) and not chained
-                    strategy = ("backfill" if old is None and not chained
+                    strategy = ("backfill" if self.first_sight(query.id) and not chained
                                 else query.reload if hot else "restart")
                     deployments.append(Deployment(
                         query.id, _placeholder(old, recorded), query, strategy, batch_id,
@@ -252,7 +265,7 @@ class Rules:
                     f"{'(chained) ' if getattr(kind, 'inputs', ()) else ''}is deployed at the "
                     "next start of gold, not while it runs (docs/rules.md, 'Hot reload')")
                 continue
-            strategy = ("remove" if new is None else "backfill" if old is None
+            strategy = ("remove" if new is None else "backfill" if self.first_sight(query_id)
                         else new.reload)
             out.append(Deployment(query_id, old, new, strategy, batch_id, m_d))
         self.files = {f: i for f, i in files.items() if f not in bad or i in self.in_force}

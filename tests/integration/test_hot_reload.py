@@ -306,16 +306,17 @@ def test_invalid_change_keeps_the_version_in_force(spark, settings, tmp_path: Pa
     assert (gone.new_hash, gone.strategy) == (None, "remove")
     rules.record([gone], datetime.now(UTC))
 
-    # added rules (a new one, a removed one back) are deployed with "backfill", whatever
-    # their reload; a restart that runs their batch again finds them to backfill again
+    # an added rule is deployed with "backfill", whatever its reload (a removed one back
+    # with its reload: its earlier outputs are in gold); a restart that runs their batch
+    # again finds it to backfill again
     path.write_text(_rules(2)["w_warm"])
     (folder / "p_new.toml").write_text(_pattern("p_new", "B", "clear"))
     added = rules.check(3)
     assert {(d.query_id, d.old_hash, d.strategy) for d in added} == {
-        ("w_warm", None, "backfill"), ("p_new", None, "backfill")}
+        ("w_warm", None, "warm"), ("p_new", None, "backfill")}
     rules.record(added, datetime.now(UTC))
-    assert rules.backfills(3) == {"w_warm", "p_new"} and rules.backfills(4) == set()
+    assert rules.backfills(3) == {"p_new"} and rules.backfills(4) == set()
     again = Rules(spark, local, "gold_test", [load_query(path),
                                              load_query(folder / "p_new.toml")], watch=True)
-    assert again.check(3) == [] and again.backfills(3) == {"w_warm", "p_new"}
+    assert again.check(3) == [] and again.backfills(3) == {"p_new"}
     assert again.backfills(4) == set()
