@@ -246,6 +246,22 @@ def test_clear_and_warm_reload_equal_offline_truth(spark, settings, tmp_path: Pa
     assert current("p_new") == _matches(p_new, events)
     assert ("t1_1", "t1_2") in current("p_new")  # a key batch 3 did not touch
 
+    # a kill before the stream committed batch 3: its run again backfills again (the
+    # deployment is recorded at batch 3) and writes nothing twice
+    def count(table: str, rule: str) -> int:
+        return LakeTable(spark, local, table).read().where(F.col("query_id") == rule).count()
+
+    counts = count("gold.window_outputs", "w_new"), count("gold.complex_events", "p_new")
+    commits = local.checkpoint(gold.QUERY) / "commits"
+    (commits / "3").unlink()
+    (commits / ".3.crc").unlink(missing_ok=True)
+    gold.run(spark, plain)
+    assert (commits / "3").exists()
+    assert (count("gold.window_outputs", "w_new"), count("gold.complex_events", "p_new")) \
+        == counts
+    assert windows("w_new") == _window_rows(w_new, [events], seq, [mark])
+    assert current("p_new") == _matches(p_new, events)
+
     # `lakecep backfill`: nothing left for the rules backfilled at first sight; the gap
     # of the rules deployed with "clear" is filled (its rows written once: a second run
     # writes nothing) and the stream no longer cuts p_clear at M_d
