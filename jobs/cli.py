@@ -323,15 +323,7 @@ def run(
                 hint=f"the queries are {', '.join(known)} (`lakecep validate` lists them)",
                 code=console.NO_RETRY_EXIT)
     if name in ("all", "bronze", "silver", "gold"):  # they share the app's checkpoints
-        from lakecep import continuous as app_files
-
-        other = app_files.already_running(cfg)
-        if other is not None and other != os.getpid():  # (a supervisor wrote our pid)
-            raise console.Failure(
-                f"the continuous app runs for {cfg.home} (pid {other}): its bronze, silver and"
-                " gold streams own these checkpoints",
-                hint="stop it first with `lakecep stop` (optimize, quality, statistics, tune "
-                     "and maintain may run beside it)")
+        _one_writer(cfg)
     if continuous and name == "all":
         return _run_continuous(cfg, run_id, runners)
     if "maintain" in jobs:  # a retention shorter than a query's horizon: before Spark starts
@@ -390,6 +382,19 @@ def run(
     return 0
 
 
+def _one_writer(cfg: Settings) -> None:
+    """One writer per checkpoint: refuse while the continuous app runs for this home."""
+    from lakecep import continuous as app_files
+
+    other = app_files.already_running(cfg)
+    if other is not None and other != os.getpid():  # (a supervisor wrote our pid)
+        raise console.Failure(
+            f"the continuous app runs for {cfg.home} (pid {other}): its bronze, silver and"
+            " gold streams own these checkpoints and gold's tables",
+            hint="stop it first with `lakecep stop` (optimize, quality, statistics, tune "
+                 "and maintain may run beside it)")
+
+
 def _run_continuous(cfg: Settings, run_id: str, runners: dict[str, Job]) -> int:
     """``run all --continuous``: one application, bronze, silver and gold concurrent."""
     from . import continuous
@@ -405,6 +410,56 @@ def _run_continuous(cfg: Settings, run_id: str, runners: dict[str, Job]) -> int:
         return continuous.run_app(spark, cfg, dict(runners), run_id)
     finally:
         spark.stop()
+
+
+# ------------------------------------------------------------------------------ backfill
+@app.command()
+def backfill(
+    query: Annotated[str, typer.Argument(metavar="QUERY_ID", help="the id of a deployed "
+                     "query (`lakecep validate --json` lists them)")],
+    json_out: Annotated[bool, _flag("--json", "print the summary as JSON")] = False,
+) -> int:
+    """Run a deployed query over the whole history of silver and write what gold lacks.
+
+    For a query deployed without a backfill (the gold stream backfills a query by itself in
+    the batch where it first appears): pattern, live-archive and acquisition queries insert
+    the complex events gold.complex_events lacks, uncertain queries the probabilistic
+    events, window queries the windows (up to the stream's watermark) that
+    gold.window_outputs lacks or holds with other values, as their next revision. Running
+    it again writes nothing. Refuses while the continuous app runs (`lakecep stop` first).
+    Prints progress and one summary line (keys evaluated, rows written).
+    """
+    from lakecep.sources import sources_dir
+    from lakecep.validation import validate as check
+
+    from . import backfill as backfilling
+
+    cfg = settings()
+    report = check(cfg.queries_dir, sources_dir(cfg))  # before Spark starts
+    report.raise_for_problems()
+    known = [q.id for q in report.queries]
+    if query not in known:
+        raise console.Failure(
+            f"no query {query!r} in {cfg.queries_dir or 'the shipped queries'}",
+            hint=f"the queries are {', '.join(known)} (`lakecep validate` lists them)",
+            code=console.NO_RETRY_EXIT)
+    _one_writer(cfg)
+    spark = _spark(cfg, "lakecep-backfill")
+    try:
+        def progress(message: str) -> None:
+            print(f"[lakecep] {message}", file=sys.stderr, flush=True)
+
+        done = backfilling.backfill(spark, cfg, query, progress)
+    finally:
+        spark.stop()
+    if json_out:
+        console.emit_json(done)
+    else:
+        console.say(f"backfill {done['query_id']}: {done['keys']:,} keys evaluated, "
+                    f"{done['rows_written']:,} rows written to {done['table']} (silver "
+                    f"version {done['silver_version']}, {done['events']:,} events; "
+                    f"{done['seconds']:.1f}s)")
+    return 0
 
 
 # ------------------------------------------------------------------------ supervise, stop

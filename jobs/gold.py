@@ -131,7 +131,8 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
            plans: AcquisitionPlans | None = None,
            incremental: dict[str, str] | None = None, stream: str | None = None,
            floors: dict[str, int] | None = None,
-           warm: dict[str, int] | None = None) -> Detection:
+           warm: dict[str, int] | None = None,
+           backfill: set[str] | frozenset[str] = frozenset()) -> Detection:
     """Gold rows of every query for one batch of ``new_events`` over ``history`` (silver
     at the pinned ``version``). ``strategy`` overrides the live-archive queries' own;
     ``tuned`` is the tuned configuration in force (``lakecep.tuning``); ``plans`` the
@@ -142,7 +143,10 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
     Hot reload (docs/rules.md, "Hot reload"): ``floors``, per rule deployed with ``reload =
     "clear"``, its ``M_d`` (its version sees no event at or before it); ``warm``, per
     pattern rule deployed with ``reload = "warm"`` at this batch, its ``M_d`` (every key with
-    an event in the last ``WITHIN`` before it is recomputed too).
+    an event in the last ``WITHIN`` before it is recomputed too). ``backfill``: the rules
+    added at this batch (:meth:`~lakecep.jobs.reload.Rules.backfills`): each is evaluated
+    over every key of ``history``, not only the batch's keys (an incremental pattern
+    query's first batch does that by itself; a window rule is fed all of ``history``).
 
     Keys are hashed into buckets; each bucket is one engine call. With a tuned
     configuration each query's work runs in its FAIR scheduler pool (its rows are
@@ -158,6 +162,7 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
     pools = (tuned or {}).get("gold", {}).get("pools", {})
     context = spark.sparkContext
     base = context.getLocalProperty("spark.scheduler.pool")  # a class stream's pool
+    batch_events = new_events
     for query in queries:
         # a class stream (docs/rules.md, "Priorities") runs everything in its class's pool
         pool = (pool_name(query.id) if base is None and pool_name(query.id) in pools
@@ -165,6 +170,9 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
         context.setLocalProperty("spark.scheduler.pool", pool or base)  # None: default
         if isinstance(query, WindowQuery):
             continue  # all window queries at once, below
+        # a rule added at this batch: every key of silver is "touched" (its whole answer
+        # over the existing history; gold's writers keep each row once)
+        new_events = history if query.id in backfill else batch_events
         if isinstance(query, UncertainQuery):
             rows, touched = uncertain_rows(query, new_events, history, version, batch_id,
                                            detected, buckets)
@@ -182,7 +190,8 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
         elif isinstance(query, PatternQuery) and query.id in (incremental or {}):
             q_new, q_history = reloaded(query, new_events, history, floors, warm)
             step = find_pattern(spark, settings, query, (incremental or {})[query.id],
-                                q_new, q_history, version, batch_id, detected)
+                                batch_events if query.id in backfill else q_new, q_history,
+                                version, batch_id, detected)  # (it bootstraps by itself)
             found.pattern_steps.append(step)
             results.append(step.merge)
             appends.append(step.append)
@@ -207,8 +216,8 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
     context.setLocalProperty("spark.scheduler.pool", base)
     windows = [q for q in queries if isinstance(q, WindowQuery)]
     if windows:
-        found.windows = window_steps(spark, settings, windows, new_events, batch_id, stream,
-                                     floors)
+        found.windows = window_steps(spark, settings, windows, batch_events, batch_id, stream,
+                                     floors, history if backfill else None, backfill)
     def union(frames: list[Any]):  # noqa: ANN202
         if not frames:
             return spark.createDataFrame([], GOLD_DDL)
@@ -365,12 +374,14 @@ def refresh_tuned(spark, settings: Settings, tuned: dict[str, Any] | None,  # no
     return newest
 
 
-def merge_into_gold(spark, settings: Settings, rows) -> None:  # noqa: ANN001
+def merge_into_gold(spark, settings: Settings, rows,  # noqa: ANN001
+                    table: str = "gold.complex_events") -> None:
     """Insert the batch's new complex events (a match already in gold is not written
-    again: an insert-only MERGE, which rewrites no file)."""
+    again: an insert-only MERGE on ``(query_id, match_id)``, which rewrites no file);
+    ``table``: another table of that key (``gold.probabilistic_events``)."""
     from delta.tables import DeltaTable
 
-    gold = LakeTable(spark, settings, "gold.complex_events").ensure()
+    gold = LakeTable(spark, settings, table).ensure()
     (
         DeltaTable.forPath(spark, gold.path).alias("t")
         .merge(rows.alias("s"), "t.query_id = s.query_id AND t.match_id = s.match_id")
@@ -598,8 +609,11 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
             deployments = [d if d.m_d is not None or d.strategy == "initial"
                            else dataclasses.replace(d, m_d=m_d) for d in deployments]
         accepted, changed = [], []
+        running = {q.id for q in queries}
         for d in deployments:
-            if d.strategy in ("initial", "restart"):
+            # (an added rule found at a start is already among the queries)
+            if d.strategy in ("initial", "restart") or d.query_id in running and \
+                    d.strategy == "backfill":
                 accepted.append(d)
                 continue
             new = with_source_attributes([d.new], sources)[0] if d.new is not None else None
@@ -687,12 +701,16 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
         history = silver.as_of(version)
         warm = deploy(batch, batch_id, history, detected)
         floors = in_force.floors()
+        backfill = in_force.backfills(batch_id)  # rules added at this batch (or its run)
+        if backfill:
+            log(f"{stream}: batch {batch_id}: {', '.join(sorted(backfill))} added: "
+                f"evaluated over all of silver (version {version}), not only the batch")
         if rbuffer is not None:
             rbuffer.update(history, version, batch, columns)
         found = detect(spark, queries, batch, history, version, batch_id, detected, settings,
                        strategy=settings.live_archive_strategy, rbuffer=rbuffer, tuned=tuned,
                        plans=plans, incremental=incremental, stream=stream, floors=floors,
-                       warm=warm)
+                       warm=warm, backfill=backfill)
         rows = found.rows.persist()
         try:
             counts = dict(rows.groupBy("query_id").count().collect())

@@ -90,7 +90,12 @@ def feed(query: WindowQuery, state: str | None, events: pd.DataFrame,
     """One bucket's step (pure Python): the operator from its JSON ``state`` (a new one at
     ``previous_watermark`` when None), fed ``events`` (columns ``key``, ``time`` (µs),
     ``seq``, ``value``) as inserts in ``(time, seq)`` order, advanced to ``watermark``.
-    Returns the operator, its rows and the counters."""
+    Returns the operator, its rows and the counters.
+
+    An event the operator holds already is skipped: a rule's backfill (:func:`window_steps`)
+    feeds all of silver at the pinned version, which can hold events of later batches; such
+    an event is either still held when its batch comes (skipped) or was purged, below the
+    operator's lateness horizon (then it is too late: dropped) -- counted once either way."""
     from cep_core.windows import Event, Insert, Sampler, WindowOperator
 
     if state is None:
@@ -104,6 +109,9 @@ def feed(query: WindowQuery, state: str | None, events: pd.DataFrame,
     for key, time, seq, value in zip(ordered["key"], ordered["time"], ordered["seq"],
                                      ordered["value"], strict=True):
         v = None if value is None or pd.isna(value) or math.isinf(value) else float(value)
+        held = op.keys.get(str(key))
+        if held is not None and int(seq) in held.values:
+            continue  # fed by the rule's backfill, which read later batches' events too
         if op.apply(Insert(Event(str(key), int(time), int(seq), v))):
             accepted += 1
         else:
@@ -202,7 +210,7 @@ def stored_state(spark, settings: Settings, fingerprints: dict[str, str], batch_
 
 def query_events(queries: Sequence[WindowQuery], new_events, buckets: int):  # noqa: ANN001, ANN201
     """The queries' events among ``new_events`` (silver rows): ``query_id``, ``key``,
-    ``time`` (µs), ``seq``, ``value`` and the key's bucket."""
+    ``time`` (µs), ``seq``, ``value`` and the key's bucket (None: no queries)."""
     from functools import reduce
 
     from pyspark.sql import functions as F
@@ -218,16 +226,22 @@ def query_events(queries: Sequence[WindowQuery], new_events, buckets: int):  # n
             F.unix_micros("event_time").alias("time"), F.xxhash64("event_id").alias("seq"),
             F.col(q.attribute).cast("double").alias("value"),
             F.pmod(F.hash(key), F.lit(buckets)).cast("int").alias(BUCKET)))
-    return reduce(lambda a, b: a.unionByName(b), frames)
+    return reduce(lambda a, b: a.unionByName(b), frames) if frames else None
 
 
 def window_steps(spark, settings: Settings, queries: Sequence[WindowQuery], new_events,  # noqa: ANN001, PLR0913
                  batch_id: int, stream: str | None = None,
-                 floors: dict[str, int] | None = None) -> WindowSteps:
+                 floors: dict[str, int] | None = None, history=None,  # noqa: ANN001
+                 backfill: set[str] | frozenset[str] = frozenset()) -> WindowSteps:
     """Every window query's step for one micro-batch (``new_events``: the batch's silver
     rows with the engine columns), in one pandas call per (query, bucket): computed and
     checkpointed, nothing written yet. ``floors``: per query deployed with ``reload =
-    "clear"``, its ``M_d`` (its windows starting at or before it are not emitted)."""
+    "clear"``, its ``M_d`` (its windows starting at or before it are not emitted).
+    ``backfill``: queries added at this batch; one without stored state (its first run of
+    the batch, or a run again: the state saved by this batch is the empty state it started
+    from) is fed every event of ``history`` (silver at the pinned version) instead of the
+    batch's, so it emits the windows over the existing history once, then goes on from
+    its state (the batch's watermark stays the batch's)."""
     from pyspark.sql import functions as F
 
     writer = gold_writer(settings, stream)
@@ -239,7 +253,14 @@ def window_steps(spark, settings: Settings, queries: Sequence[WindowQuery], new_
     for q in queries:
         mark = newest - micros(q.watermark_delay)
         watermarks[q.id] = mark if previous[q.id] is None else max(mark, previous[q.id])
-    events = query_events(queries, new_events, settings.partial_match_buckets)
+    added = {q.id for q in queries if q.id in backfill and previous[q.id] is None}
+    events = query_events([q for q in queries if q.id not in added], new_events,
+                          settings.partial_match_buckets)
+    if added:
+        fed = query_events([q for q in queries if q.id in added], history,
+                           settings.partial_match_buckets)
+        events = fed if events is None else events.unionByName(fed)
+    assert events is not None
     still = [q for q in queries if previous[q.id] is not None
              and watermarks[q.id] == previous[q.id]]
     if still:  # the watermark did not move: only buckets with new events are called

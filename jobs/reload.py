@@ -43,8 +43,10 @@ from .tables import LakeTable
 
 TABLE = "gold.rule_deployments"
 #: ``gold.rule_deployments.strategy``: a file's ``reload``, the versions in force when a
-#: stream first records them, a removed file, a kind deployed by a restart of gold
-STRATEGIES = ("initial", *RELOAD_STRATEGIES, "remove", "restart")
+#: stream first records them, an added rule (:meth:`Rules.first_sight`: evaluated over
+#: the existing history at its first batch, whatever its ``reload``), a
+#: removed file, a kind deployed by a restart of gold
+STRATEGIES = ("initial", *RELOAD_STRATEGIES, "backfill", "remove", "restart")
 #: Query kinds a running gold stream can deploy (the others are deployed by a restart).
 HOT = (PatternQuery, WindowQuery)
 
@@ -134,6 +136,10 @@ class Rules:
         self.files = _file_ids(self.folder) if watch else {}
         self.signature = self._signature()
         self.newest = Newest(settings, stream)
+        #: the rules added at a batch (id -> batch id): a batch run again after a crash
+        #: finds its deployment recorded and backfills them again (:meth:`backfills`)
+        self.added: dict[str, int] = {}
+        self.elsewhere: set[str] = set()
         #: the versions in force recorded by earlier runs: id -> (rule_hash, strategy, m_d)
         self.recorded = self._recorded()
 
@@ -156,13 +162,36 @@ class Rules:
         from pyspark.sql import functions as F
 
         table = LakeTable(self.spark, self.settings, TABLE).ensure()
+        # rules another gold stream has run: one that appears here moved (to another
+        # priority class, docs/rules.md): deployed with its reload, not as an addition
+        # (:meth:`first_sight`)
+        self.elsewhere = {r.query_id for r in table.read().where(
+            F.col("stream") != self.stream).select("query_id").distinct().collect()}
         newest = Window.partitionBy("query_id").orderBy(F.col("batch_id").desc(),
                                                         F.col("deployed_at").desc())
         rows = (table.read().where(F.col("stream") == self.stream)
                 .withColumn("_n", F.row_number().over(newest)).where("_n = 1")
-                .select("query_id", "new_hash", "strategy", F.unix_micros("m_d").alias("m_d"))
+                .select("query_id", "old_hash", "new_hash", "strategy",
+                        F.unix_micros("m_d").alias("m_d"), "batch_id")
                 .collect())
+        self.added = {r.query_id: r.batch_id for r in rows
+                      if r.strategy == "backfill" and r.old_hash is None}
         return {r.query_id: (r.new_hash, r.strategy, r.m_d) for r in rows}
+
+    def first_sight(self, query_id: str) -> bool:
+        """Whether a rule appearing now was never run by a gold stream of this lake (an
+        addition, deployed with ``backfill``). A rule removed and added back, or moved from
+        another stream (priority class), is deployed with its ``reload``: its earlier
+        outputs are in gold (a window rule would emit its windows again)."""
+        return query_id not in self.recorded and query_id not in self.elsewhere
+
+    def backfills(self, batch_id: int) -> set[str]:
+        """The rules added at batch ``batch_id`` (strategy ``backfill``, no old hash), whose
+        first batch evaluates them over all of silver at the pinned version: recorded by
+        this batch, or by an earlier run of it (a crash before the stream committed it).
+        (``lakecep backfill`` records a rule in force as ``backfill`` with its own hash as
+        the old one: not an addition.)"""
+        return {q for q, b in self.added.items() if b == batch_id and q in self.in_force}
 
     def floors(self) -> dict[str, int]:
         """Per rule deployed with ``clear`` (and still in that version): ``M_d``, below
@@ -190,10 +219,13 @@ class Rules:
                 recorded = self.recorded.get(query.id)
                 if recorded is None or recorded[0] != query.rule_hash:
                     old = None if recorded is None or recorded[0] is None else query
-                    hot = isinstance(query, HOT) and not getattr(query, "inputs", ())
+                    chained = bool(getattr(query, "inputs", ()))  # (bootstrap of their own)
+                    hot = isinstance(query, HOT) and not chained
+                    strategy = ("backfill" if self.first_sight(query.id) and not chained
+                                else query.reload if hot else "restart")
                     deployments.append(Deployment(
-                        query.id, _placeholder(old, recorded), query,
-                        query.reload if hot else "restart", batch_id, m_d))
+                        query.id, _placeholder(old, recorded), query, strategy, batch_id,
+                        m_d))
             for query_id, (new_hash, _, _) in sorted(self.recorded.items()):
                 if new_hash is not None and query_id not in self.in_force:  # file removed
                     deployments.append(Deployment(query_id, _Old(query_id, new_hash), None,
@@ -233,7 +265,8 @@ class Rules:
                     f"{'(chained) ' if getattr(kind, 'inputs', ()) else ''}is deployed at the "
                     "next start of gold, not while it runs (docs/rules.md, 'Hot reload')")
                 continue
-            strategy = new.reload if new is not None else "remove"
+            strategy = ("remove" if new is None else "backfill" if self.first_sight(query_id)
+                        else new.reload)
             out.append(Deployment(query_id, old, new, strategy, batch_id, m_d))
         self.files = {f: i for f, i in files.items() if f not in bad or i in self.in_force}
         return out
@@ -258,6 +291,8 @@ class Rules:
             f"{what.hexdigest()[:16]}", deployments[0].batch_id)
         for d in deployments:
             self.recorded[d.query_id] = (d.new_hash, d.strategy, d.m_d)
+            if d.strategy == "backfill" and d.old is None:
+                self.added[d.query_id] = d.batch_id
             if d.new is None:
                 self.in_force.pop(d.query_id, None)
             else:

@@ -199,6 +199,95 @@ def test_clear_and_warm_reload_equal_offline_truth(spark, settings, tmp_path: Pa
         assert current == truth, rule
     assert ("t5_18", "t5_21") in {m for m, _ in current}  # warm: the match across M_d
 
+    # A window rule and a pattern rule (on the recompute path: incremental patterns off)
+    # added before batch 3 are backfilled at first sight: gold holds their answer over
+    # all of silver, the window rule's from one operator fed every event, then
+    # advanced to the watermark of batch 3 (docs/architecture.md)
+    plain = dataclasses.replace(local, incremental_patterns=False)
+    added = {"w_new": _window("w_new", 5, "clear"), "p_new": _pattern("p_new", "B", "clear")}
+    for name, text in added.items():
+        (folder / f"{name}.toml").write_text(text)
+    late = [{"event_id": f"r3_s1_{m}", "object_id": "s1", "event_type": "reading",
+             "source_id": "r", "time": m * US, "temperature": float(m % 5)} for m in (61, 63)]
+    late += [{"event_id": "t7_61", "object_id": "t7", "event_type": "read", "source_id": "A",
+              "time": 61 * US}, {"event_id": "t7_62", "object_id": "t7",
+                                 "event_type": "read", "source_id": "B", "time": 62 * US}]
+    (local.landing / "b3.jsonl").write_text("\n".join(map(_line, late)) + "\n")
+    for job in (bronze, silver, gold):
+        job.run(spark, plain)
+    w_new, p_new = (load_query(folder / f"{name}.toml") for name in added)
+    assert isinstance(w_new, WindowQuery) and isinstance(p_new, PatternQuery)
+    assert {(r.query_id, r.old_hash, r.strategy, r.batch_id) for r in LakeTable(
+        spark, local, TABLE).read().where(F.col("query_id").isin(*added)).collect()} == {
+        (q, None, "backfill", 3) for q in added}
+    events += late
+    seq |= {r.event_id: r.seq for r in LakeTable(spark, local, "silver.events").read()
+            .where(F.col("event_id").isin(*[e["event_id"] for e in late]))
+            .select("event_id", F.xxhash64("event_id").alias("seq")).collect()}
+    mark = max(e["time"] for e in events)
+
+    def windows(rule: str) -> set[tuple]:
+        return {(r.key, r.ws, r.we, r.aggregate, _round(r.value), r.event_count, r.revision,
+                 r.at, r.rule_hash)
+                for r in LakeTable(spark, local, "gold.window_outputs").read()
+                .where(F.col("query_id") == rule).select(
+                    "*", F.unix_micros("window_start").alias("ws"),
+                    F.unix_micros("window_end").alias("we"),
+                    F.unix_micros("emitted_at").alias("at")).collect()}
+
+    assert windows("w_new") == _window_rows(w_new, [events], seq, [mark])
+    assert windows("w_new")  # (windows of every batch, untouched keys' too)
+
+    def current(rule: str) -> set[tuple[str, ...]]:
+        return {tuple(r.live_event_ids) for r in LakeTable(
+            spark, local, "gold.complex_events").read().where(
+            (F.col("query_id") == rule) & F.col("superseded_version").isNull()).collect()}
+
+    assert current("p_new") == _matches(p_new, events)
+    assert ("t1_1", "t1_2") in current("p_new")  # a key batch 3 did not touch
+
+    # a kill before the stream committed batch 3: its run again backfills again (the
+    # deployment is recorded at batch 3) and writes nothing twice
+    def count(table: str, rule: str) -> int:
+        return LakeTable(spark, local, table).read().where(F.col("query_id") == rule).count()
+
+    counts = count("gold.window_outputs", "w_new"), count("gold.complex_events", "p_new")
+    commits = local.checkpoint(gold.QUERY) / "commits"
+    (commits / "3").unlink()
+    (commits / ".3.crc").unlink(missing_ok=True)
+    gold.run(spark, plain)
+    assert (commits / "3").exists()
+    assert (count("gold.window_outputs", "w_new"), count("gold.complex_events", "p_new")) \
+        == counts
+    assert windows("w_new") == _window_rows(w_new, [events], seq, [mark])
+    assert current("p_new") == _matches(p_new, events)
+
+    # `lakecep backfill`: nothing left for the rules backfilled at first sight; the gap
+    # of the rules deployed with "clear" is filled (its rows written once: a second run
+    # writes nothing) and the stream no longer cuts p_clear at M_d
+    from lakecep.jobs.backfill import backfill
+
+    for rule in added:
+        assert backfill(spark, plain, rule)["rows_written"] == 0, rule
+    before = current("p_clear")
+    done = backfill(spark, plain, "p_clear")
+    truth = _matches(v2["p_clear"], events)  # type: ignore[arg-type]
+    assert done["rows_written"] == len(truth - before) > 0
+    assert current("p_clear") == before | truth
+    assert backfill(spark, plain, "p_clear")["rows_written"] == 0
+    assert Rules(spark, local, gold.QUERY, [v2["p_clear"]], watch=False).floors() == {}
+    new = v2["w_clear"]
+    assert isinstance(new, WindowQuery)
+    done = backfill(spark, plain, "w_clear")
+    assert done["rows_written"] > 0
+    newest: dict[tuple, tuple] = {}
+    for r in sorted(windows("w_clear"), key=lambda r: r[6]):  # (by revision)
+        if r[-1] == new.rule_hash:
+            newest[(r[0], r[1], r[3])] = (r[2], r[4], r[5])
+    assert newest == {(r[0], r[1], r[3]): (r[2], r[4], r[5])
+                      for r in _window_rows(new, [events], seq, [mark])}
+    assert backfill(spark, plain, "w_clear")["rows_written"] == 0
+
 
 def test_invalid_change_keeps_the_version_in_force(spark, settings, tmp_path: Path,  # noqa: ANN001
                                                    capsys) -> None:
@@ -231,3 +320,19 @@ def test_invalid_change_keeps_the_version_in_force(spark, settings, tmp_path: Pa
     path.unlink()
     [gone] = rules.check(2)
     assert (gone.new_hash, gone.strategy) == (None, "remove")
+    rules.record([gone], datetime.now(UTC))
+
+    # an added rule is deployed with "backfill", whatever its reload (a removed one back
+    # with its reload: its earlier outputs are in gold); a restart that runs their batch
+    # again finds it to backfill again
+    path.write_text(_rules(2)["w_warm"])
+    (folder / "p_new.toml").write_text(_pattern("p_new", "B", "clear"))
+    added = rules.check(3)
+    assert {(d.query_id, d.old_hash, d.strategy) for d in added} == {
+        ("w_warm", None, "warm"), ("p_new", None, "backfill")}
+    rules.record(added, datetime.now(UTC))
+    assert rules.backfills(3) == {"p_new"} and rules.backfills(4) == set()
+    again = Rules(spark, local, "gold_test", [load_query(path),
+                                             load_query(folder / "p_new.toml")], watch=True)
+    assert again.check(3) == [] and again.backfills(3) == {"p_new"}
+    assert again.backfills(4) == set()

@@ -65,3 +65,20 @@ def test_probabilistic_events_equal_the_generators_truth(spark, settings, tmp_pa
     assert len({r.batch_id for r in rows}) >= 2
     detail = DeltaTable.forPath(spark, table.path).detail().first()
     assert list(detail.clusteringColumns) == ["query_id", "partition_key"]
+
+    # A copy of the query added to the lake is backfilled at its first batch
+    # (docs/architecture.md): the same answer for every parcel, though that batch holds
+    # one event of a new parcel only
+    (queries / "copy.toml").write_text((queries / "uncertain_inspection.toml").read_text()
+                                       .replace('id = "uncertain_inspection"', 'id = "copy"'))
+    (local.landing / "events-99998.jsonl").write_text(json.dumps(
+        {"event_id": "one-more", "object_id": "parcel-new", "event_type": "R",
+         "source_id": "reader-R", "event_time": "2026-05-04T09:00:00.000Z"}) + "\n")
+    for job in (bronze, silver, gold):
+        job.run(spark, local)
+    answer: dict[str, dict[tuple, float | None]] = {}
+    for r in table.read().collect():
+        answer.setdefault(r.query_id, {})[(r.partition_key, tuple(r.event_ids or ()))] = \
+            r.probability
+    assert answer["copy"] == answer["uncertain_inspection"]
+    assert {k for k, _ in answer["copy"]} >= {k for k, _ in got}

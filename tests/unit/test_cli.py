@@ -24,7 +24,8 @@ def _lakecep(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 
 
 def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
-    for command in ("generate", "run", "sql", "status", "validate", "config", "report"):
+    for command in ("generate", "run", "sql", "status", "validate", "config", "report",
+                    "backfill"):
         assert main([command, "--help"]) == 0
         out = capsys.readouterr().out
         assert f"lakecep {command}" in out and "--help" in out, command

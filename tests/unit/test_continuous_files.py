@@ -158,3 +158,17 @@ def test_heartbeat_shows_each_streams_lag(cfg) -> None:  # noqa: ANN001
     assert "gold_high: batch 4, 100 rows in 1 batches" in line
     assert "last batch 812 ms, backlog 0 files" in line
     assert "gold_low: batch 2" in line and "last batch 2,400 ms, backlog 7 files" in line
+
+
+def test_run_and_backfill_refuse_while_the_app_runs(cfg, app, capsys) -> None:  # noqa: ANN001
+    """One writer per checkpoint: with the app alive, `lakecep run gold` and `lakecep
+    backfill` stop before Spark starts and say how to go on."""
+    from lakecep.jobs.cli import main
+
+    beat(cfg, app.pid, age=1)
+    for args in (["run", "gold"], ["backfill", "rfid_abc"]):
+        assert main(["--home", str(cfg.home), *args]) == 1, args
+        err = capsys.readouterr().err
+        assert f"pid {app.pid}" in err and "lakecep stop" in err, err
+    assert main(["--home", str(cfg.home), "backfill", "no_such_rule"]) == 3
+    assert "no query 'no_such_rule'" in capsys.readouterr().err

@@ -230,3 +230,57 @@ def test_buckets_with_json_state_equal_one_operator(tmp_path: Path, mode: str) -
         assert sorted(got, key=order) == sorted(want, key=order)
 
     check()
+
+
+@pytest.mark.parametrize("mode", ["sample", "sample_late", "time", "count"])
+def test_backfill_counts_later_batches_events_once(tmp_path: Path, mode: str) -> None:
+    """A window rule added at batch ``j`` is fed all of silver at the pinned version (which
+    holds the events of later batches too), then each later batch its own events again:
+    the rows equal one operator fed every event once, then advanced to the same
+    watermarks (an event still held is skipped, one purged is too late)."""
+    import json
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from cep_core.windows import Event, Insert
+
+    query = _query(tmp_path, mode)
+    delay = micros(query.watermark_delay)
+    s = 1_000_000
+    event = st.tuples(st.sampled_from("ab"), st.integers(0, 40),
+                      st.one_of(st.none(), st.floats(-100, 100, allow_nan=False)))
+
+    @settings(max_examples=60, deadline=None, database=None)
+    @given(st.lists(st.lists(event, min_size=1, max_size=8), min_size=1, max_size=5),
+           st.integers(0, 4))
+    def check(batches: list[list[tuple[str, int, float | None]]], added: int) -> None:
+        added = min(added, len(batches) - 1)
+        seq, numbered = 0, []
+        for batch in batches:
+            rows = []
+            for key, second, value in batch:
+                seq += 1
+                rows.append((key, second * s + seq, seq, value))
+            numbered.append(rows)
+        history = [r for rows in numbered for r in rows]
+        one, want, got = query.operator(), [], []
+        for key, t, q, v in sorted(history, key=lambda r: (r[1], r[2])):
+            one.apply(Insert(Event(key, t, q, v)))
+        mark, state = None, None
+        for n, rows in enumerate(numbered[added:]):
+            previous = mark
+            newest = max(r[1] for r in rows) - delay
+            mark = newest if mark is None else max(mark, newest)
+            want += one.advance(mark)
+            op, out, _ = feed(query, state, _events(history if n == 0 else rows), previous,
+                              mark)
+            state = json.dumps(op.to_state())
+            got += out
+
+        def order(r: Any) -> tuple:
+            return (r.emitted_at, str(r.key), r.window_id, r.aggregate, r.revision)
+
+        assert sorted(got, key=order) == sorted(want, key=order)
+
+    check()
