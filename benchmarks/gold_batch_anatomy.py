@@ -3,7 +3,8 @@
 A tiny lake (``--events`` generated events, the shipped queries) is built in a temporary
 ``LAKECEP_HOME``: the first files land as history (bronze, silver, gold), then one file per
 measured run lands (bronze, silver outside the measurement) and ``gold.run`` is measured.
-The last run has no new file: ``gold.run`` with nothing to do (setup and stream start only).
+Then one file of new events no shipped query matches (which commits does such a batch
+still make?) and a run with no new file: ``gold.run`` with nothing to do (setup only).
 Everything runs in one process and one Spark session; the product is not changed: this
 script wraps gold's functions (and ``LakeTable``'s methods, ``foreachBatch``'s function)
 with timers by monkeypatching, for its own run only.
@@ -332,6 +333,22 @@ def py4j_latency(spark: Any, n: int = 500) -> float:
     return (time.perf_counter() - started) / n
 
 
+def no_match_file(last: Path, root: Path, events: int = 20) -> Path:
+    """A landing file of ``events`` reads at reader A of new tags, after ``last``'s events:
+    a batch in which no shipped query finds anything (what it writes is pure cost)."""
+    from datetime import datetime, timedelta
+
+    times = [json.loads(line)["event_time"] for line in last.read_text().splitlines()]
+    start = datetime.fromisoformat(max(times).replace("Z", "+00:00"))
+    rows = [{"event_id": f"nomatch-{i}", "object_id": f"tag-nomatch-{i}", "event_type": "read",
+             "source_id": "A", "event_time": (start + timedelta(minutes=i + 1)).isoformat(
+                 timespec="milliseconds").replace("+00:00", "Z"),
+             "attributes": {"rssi": -50.0, "antenna": 1}} for i in range(events)]
+    path = root / "events-nomatch.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
 def main() -> int:  # noqa: PLR0915
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=300)
@@ -340,6 +357,8 @@ def main() -> int:  # noqa: PLR0915
     parser.add_argument("--runs", type=int, default=3, help="measured runs with a new file")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting for the lake (e.g. incremental_patterns=false)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="an extra Spark configuration (e.g. a Delta knob to compare)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
 
@@ -363,7 +382,8 @@ def main() -> int:  # noqa: PLR0915
     if len(files) < args.history + args.runs:
         raise SystemExit(f"{len(files)} files: fewer than --history + --runs")
     settings.landing.mkdir(parents=True)
-    spark = get_spark("lakecep-gold-batch-anatomy", settings)
+    spark = get_spark("lakecep-gold-batch-anatomy", settings,
+                      extra_conf=dict(c.split("=", 1) for c in args.conf))
     lines: list[str] = []
     for f in files[:args.history]:
         shutil.copy(f, settings.landing / f.name)
@@ -376,7 +396,8 @@ def main() -> int:  # noqa: PLR0915
     instrument(recorder, profiles)
     home = settings.home
     runs = []
-    batches = [*files[args.history:args.history + args.runs], None]
+    measured = files[args.history:args.history + args.runs]
+    batches: list[Path | None] = [*measured, no_match_file(measured[-1], root), None]
     for n, new_file in enumerate(batches):
         if new_file is not None:
             shutil.copy(new_file, settings.landing / new_file.name)
