@@ -594,7 +594,7 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
     writer = writer_id(settings, stream)  # txnAppId of the access record's append
     in_force = reload.Rules(spark, settings, stream, [*queries, *chained], watch, priority)
 
-    def deploy(batch, batch_id: int, history, detected: datetime) -> dict[str, int]:  # noqa: ANN001
+    def deploy(batch_id: int, detected: datetime) -> dict[str, int]:
         """Deploy the rules changed since the last batch (docs/rules.md, "Hot reload");
         returns the pattern rules to warm-start in this batch (id -> M_d)."""
         nonlocal queries, alert_ids
@@ -603,9 +603,11 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
         deployments = in_force.check(batch_id)
         if not deployments:
             return {}
+        # the pre-deployment data: what the stream read before this batch (not `history`,
+        # silver's latest version, which may be ahead of the stream)
+        before = reload.processed(spark, settings, stream, silver, batch_id)
         if any(d.m_d is None and d.strategy != "initial" for d in deployments):
-            m_d = history.join(batch.select("event_id"), "event_id", "left_anti").agg(
-                F.max(F.unix_micros("event_time"))).first()[0]
+            m_d = before.agg(F.max(F.unix_micros("event_time"))).first()[0]
             deployments = [d if d.m_d is not None or d.strategy == "initial"
                            else dataclasses.replace(d, m_d=m_d) for d in deployments]
         accepted, changed = [], []
@@ -647,11 +649,11 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
             if warm_windows:
                 cols = engine_columns(queries)
                 m_d = next(d.m_d for d in changed if d.m_d is not None)
-                fed = warm_start(spark, settings, warm_windows, history.select(*cols),
-                                 batch.select(*cols), m_d, batch_id, stream, detected)
+                fed = warm_start(spark, settings, warm_windows, before.select(*cols), m_d,
+                                 batch_id, stream, detected)
                 log(f"{stream}: batch {batch_id}: warm start of "
                     f"{', '.join(q.id for q in warm_windows)} from silver history: {fed} "
-                    "pre-deployment events fed")
+                    "pre-deployment events fed (of the batches before this one)")
             warm = {d.query_id: d.m_d for d in changed if d.strategy == "warm"
                     and d.m_d is not None and isinstance(by_id.get(d.query_id), PatternQuery)}
             alert_ids = alerts.alerting(queries)
@@ -699,7 +701,7 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
         version = silver.version()
         detected = datetime.now(UTC)
         history = silver.as_of(version)
-        warm = deploy(batch, batch_id, history, detected)
+        warm = deploy(batch_id, detected)
         floors = in_force.floors()
         backfill = in_force.backfills(batch_id)  # rules added at this batch (or its run)
         if backfill:

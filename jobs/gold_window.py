@@ -280,24 +280,24 @@ def window_steps(spark, settings: Settings, queries: Sequence[WindowQuery], new_
                        {q: f for q, f in (floors or {}).items() if q in by_id})
 
 
-def warm_start(spark, settings: Settings, queries: Sequence[WindowQuery], history,  # noqa: ANN001, PLR0913
-               batch, m_d: int, batch_id: int, stream: str | None, detected: datetime) -> int:
+def warm_start(spark, settings: Settings, queries: Sequence[WindowQuery], before,  # noqa: ANN001, PLR0913
+               m_d: int, batch_id: int, stream: str | None, detected: datetime) -> int:
     """Strategy C (docs/rules.md, "Hot reload"): the state of new versions of ``queries``
-    deployed before batch ``batch_id``, built from silver ``history`` (at the version pinned
-    for the batch) and saved as if batch ``batch_id - 1`` had saved it: each operator is fed
-    the pre-deployment events (time ``<= m_d``, not in ``batch``) that a window still open
-    or correctable at the watermark ``W_d = m_d - watermark_delay`` can hold (time windows
-    and samples: ``>= W_d - window - allowed_lateness``; count windows: all), then advanced
-    to ``W_d``; what that emits is dropped (the old version emitted those windows). Returns
-    the events fed."""
+    deployed before batch ``batch_id``, built from ``before`` -- the silver events of the
+    stream's batches before ``batch_id`` (:func:`~lakecep.jobs.reload.processed`; not
+    silver's latest version, which may hold events of later batches: they would be counted
+    twice) -- and saved as if batch ``batch_id - 1`` had saved it: each operator is fed the
+    events that a window still open or correctable at the watermark ``W_d = m_d -
+    watermark_delay`` can hold (time windows and samples: ``>= W_d - window -
+    allowed_lateness``; count windows: all), then advanced to ``W_d``; what that emits is
+    dropped (the old version emitted those windows). Returns the events fed."""
     from pyspark.sql import functions as F
 
     writer = gold_writer(settings, stream)
     by_id = {q.id: q for q in queries}
     marks = {q.id: m_d - micros(q.watermark_delay) for q in queries}
-    before = history.where(F.unix_micros("event_time") <= m_d).join(
-        batch.select("event_id"), "event_id", "left_anti")
-    events = query_events(queries, before, settings.partial_match_buckets)
+    events = query_events(queries, before.where(F.unix_micros("event_time") <= m_d),
+                          settings.partial_match_buckets)
     low = F.lit(False)
     for q in queries:
         bound = (None if q.window is None else

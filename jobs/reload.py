@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from lakecep.config import Settings
 from lakecep.queries import (
@@ -104,6 +105,56 @@ class Newest:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"batch_id": batch_id, "newest": value, "before": before}))
         tmp.replace(self.path)
+
+
+#: Delta's streaming-source offset index before a version's first file (the metadata
+#: change markers are below it) and after its last (``DeltaSourceOffset.END_INDEX``)
+BASE_INDEX, END_INDEX = -1, 2**63 - 1 - 100
+
+
+def processed(spark, settings: Settings, stream: str, silver: LakeTable, batch_id: int):  # noqa: ANN001, ANN201
+    """The silver events the gold stream ``stream`` read in its batches before ``batch_id``
+    (the pre-deployment data of a deployment at ``batch_id``; docs/rules.md, "Hot reload").
+
+    Not silver at the version a batch pins (its latest: silver may hold commits the stream
+    has not read yet, with ``maxFilesPerTrigger`` or when silver ran more often than gold)
+    but silver up to the batch's start offset, read from the stream's offset log
+    (``offsets/<batch_id - 1>``: ``reservoirVersion`` V, ``index`` I, ``isStartingVersion``):
+    every version before V, and of V the files up to index I in the Delta source's order
+    (a commit's data-change ``add`` actions in log order; the initial snapshot's files by
+    modification time and path)."""
+    from pyspark.sql import functions as F
+
+    empty = silver.read().limit(0)
+    if batch_id <= 0:
+        return empty
+    path = settings.checkpoint(stream) / "offsets" / str(batch_id - 1)
+    try:
+        offset = json.loads(path.read_text().splitlines()[-1])
+    except (OSError, ValueError, IndexError) as exc:
+        raise RuntimeError(
+            f"{stream}: cannot read the stream's offset of batch {batch_id - 1} ({path}: "
+            f"{exc}), which says what a deployment at batch {batch_id} has seen; restore the "
+            "checkpoint, or deploy the rule with reload = \"clear\"") from exc
+    version, index = int(offset["reservoirVersion"]), int(offset["index"])
+    snapshot = bool(offset.get("isStartingVersion"))
+    if index >= END_INDEX:  # the whole of version V
+        return silver.as_of(version)
+    before = empty if snapshot or version == 0 else silver.as_of(version - 1)
+    if index <= BASE_INDEX:  # nothing of version V yet
+        return before
+    if snapshot:
+        files = silver.as_of(version).select(
+            "_metadata.file_name", "_metadata.file_modification_time").distinct().orderBy(
+            "file_modification_time", "file_name").limit(index + 1)
+        names = [r.file_name for r in files.collect()]
+    else:
+        log_file = f"{silver.path}/_delta_log/{version:020d}.json"
+        adds = [json.loads(r.value).get("add") for r in spark.read.text(log_file).collect()]
+        names = [unquote(a["path"]).rsplit("/", 1)[-1] for a in adds
+                 if a is not None and a.get("dataChange", True)][:index + 1]
+    part = silver.as_of(version).where(F.col("_metadata.file_name").isin(names))
+    return before.unionByName(part)
 
 
 def _file_ids(folder: Path) -> dict[str, str]:

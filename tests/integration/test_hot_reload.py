@@ -54,21 +54,24 @@ def _rules(version: int) -> dict[str, str]:
         for kind in ("w", "p") for reload in ("clear", "warm")}
 
 
-# tags: (tag, reader, minute); readings of s1 and s2 every minute; M_d = minute 19
+# tags: (tag, reader, minute); readings of s1 and s2 every minute; M_d = minute 19. The
+# last batch is late (all before M_d): silver holds it when the deployment batch runs
 TAGS = [
     [("t1", "A", 1), ("t1", "B", 2), ("t2", "A", 3), ("t2", "C", 4), ("t3", "A", 5)],
     [("t3", "B", 11), ("t4", "A", 12), ("t4", "C", 13), ("t5", "A", 18)],
     [("t5", "C", 21), ("t6", "A", 25), ("t6", "C", 26), ("t1", "A", 30), ("t1", "C", 31),
      ("t3", "A", 32), ("t3", "B", 33)],
+    [("t7", "A", 15), ("t7", "C", 16)],
 ]
-MINUTES = [range(0, 10), range(10, 20), range(20, 40)]
+MINUTES = [range(0, 10), range(10, 20), range(20, 40), range(17, 18)]
 
 
 def _batches() -> list[list[dict]]:
     out = []
     for n, (tags, minutes) in enumerate(zip(TAGS, MINUTES, strict=True)):
         rows = [{"event_id": f"r{n}_{s}_{m}", "object_id": s, "event_type": "reading",
-                 "source_id": "r", "time": m * US, "temperature": float((m * 7 + k) % 11)}
+                 "source_id": "r", "time": m * US + n // 3 * US // 2,
+                 "temperature": float((m * 7 + k) % 11)}
                 for m in minutes for k, s in enumerate(("s1", "s2"))]
         rows += [{"event_id": f"{tag}_{m}", "object_id": tag, "event_type": "read",
                   "source_id": reader, "time": m * US} for tag, reader, m in tags]
@@ -138,8 +141,16 @@ def test_clear_and_warm_reload_equal_offline_truth(spark, settings, tmp_path: Pa
         for name, text in _rules(1 if n < 2 else 2).items():  # changed before batch 2
             (folder / f"{name}.toml").write_text(text)
         (local.landing / f"b{n}.jsonl").write_text("\n".join(map(_line, batch)) + "\n")
-        for job in (bronze, silver, gold):
+        for job in (bronze, silver):
             job.run(spark, local)
+        if n == 2:
+            continue  # silver is ahead of gold at the deployment: gold runs batch 2 and 3
+        # after silver wrote both, one silver commit per gold batch (the warm start must
+        # not feed batch 3's events before M_d: they are batch 3's, and too late there)
+        files = LakeTable(spark, local, "silver.events").read().where(
+            F.col("event_id").startswith("r2_")).select("_metadata.file_name").distinct()
+        gold.run(spark, local if n < 2 else dataclasses.replace(
+            local, max_files_per_trigger=files.count()))
 
     m_d = max(e["time"] for batch in batches[:2] for e in batch)
     deployed = LakeTable(spark, local, TABLE).read().select(
@@ -336,3 +347,42 @@ def test_invalid_change_keeps_the_version_in_force(spark, settings, tmp_path: Pa
                                              load_query(folder / "p_new.toml")], watch=True)
     assert again.check(3) == [] and again.backfills(3) == {"p_new"}
     assert again.backfills(4) == set()
+
+
+def test_processed_is_what_the_delta_source_read(spark, settings, tmp_path: Path) -> None:  # noqa: ANN001
+    """``processed`` (the pre-deployment data) equals the events the Delta streaming source
+    gave the stream's earlier batches, also where a batch starts inside the initial snapshot
+    or inside a commit (one file per trigger over commits of two files)."""
+    from lakecep.jobs.reload import processed
+
+    local = dataclasses.replace(settings, home=tmp_path / "home")
+    table = LakeTable(spark, local, "silver.events")
+
+    def commit(names: list[str]) -> None:
+        spark.createDataFrame([(n, T0) for n in names], "event_id STRING, event_time TIMESTAMP"
+                              ).repartition(len(names)).write.format("delta").mode(
+            "append").save(table.path)
+
+    seen: list[set[str]] = []
+    wrong: list[tuple[int, set[str], set[str]]] = []
+
+    def each(batch, batch_id: int) -> None:  # noqa: ANN001
+        got = {r.event_id for r in processed(spark, local, "probe", table, batch_id).collect()}
+        want = set().union(*seen)
+        if got != want:
+            wrong.append((batch_id, got, want))
+        seen.append({r.event_id for r in batch.select("event_id").collect()})
+
+    def run() -> None:
+        (spark.readStream.format("delta").option("maxFilesPerTrigger", 1).load(table.path)
+         .writeStream.foreachBatch(each).trigger(availableNow=True)
+         .option("checkpointLocation", str(local.checkpoint("probe"))).start()
+         .awaitTermination())
+
+    commit(["a", "b"])
+    run()           # the initial snapshot, one file per batch
+    commit(["c", "d"])
+    commit(["e"])
+    run()           # a commit of two files split over two batches
+    assert len(seen) == 5 and set().union(*seen) == set("abcde")
+    assert wrong == []
