@@ -36,6 +36,7 @@ from lakecep.queries import (
     UncertainQuery,
     WindowQuery,
     load_queries,  # noqa: F401 - gold.load_queries: the queries gold runs by default
+    micros,
 )
 from lakecep.sources import load_sources, sources_dir, with_source_attributes
 from lakecep.tuning import TuningError, load_latest, pool_name
@@ -49,7 +50,14 @@ from .gold_live_archive import check_live_columns, live_archive_rows, record_acc
 from .gold_pattern import pattern_rows
 from .gold_rows import GOLD_DDL
 from .gold_uncertain import merge_probabilistic, uncertain_rows
-from .gold_window import WindowSteps, commit_windows, warm_start, window_steps
+from .gold_window import (
+    WindowSteps,
+    commit_windows,
+    move_state,
+    old_version,
+    warm_start,
+    window_steps,
+)
 from .gold_window import drop_stale as drop_stale_windows
 from .live_step import LiveStep, drop_stale, save_state
 from .match_state import PatternStep, find_pattern, supersede_pending, supported, within_ns
@@ -552,7 +560,14 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
         log(f"{stream}: dropped the stored partial matches of {stale} changed or removed "
             "live-archive queries (their keys are replayed from silver history)")
     windows = [q for q in queries if isinstance(q, WindowQuery)]
-    stale = drop_stale_windows(spark, settings, windows, stream, only=only)
+    in_force = reload.Rules(spark, settings, stream, [*queries, *chained], watch, priority)
+    sides = reload.SideBySide(settings, stream)  # strategy B's old versions (docs/rules.md)
+    # a window rule deployed side by side at the first batch keeps its old version's state
+    pending = [q.id for q in windows if q.reload == "side_by_side" and q.id in in_force.recorded
+               and sides.old(q.id, in_force.recorded[q.id][0]) is not None
+               and in_force.recorded[q.id][0] != q.rule_hash]
+    stale = drop_stale_windows(spark, settings, [*windows, *(
+        old_version(q) for q, _ in sides.retiring.values())], stream, only=only, keep=pending)
     if stale:
         log(f"{stream}: dropped the stored window state of {stale} changed or removed window "
             "queries (they start with empty windows)")
@@ -592,7 +607,6 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
         log(f"{stream}: batch {batch_id}: {new} new alerts{note}")
 
     writer = writer_id(settings, stream)  # txnAppId of the access record's append
-    in_force = reload.Rules(spark, settings, stream, [*queries, *chained], watch, priority)
 
     def deploy(batch_id: int, detected: datetime) -> dict[str, int]:
         """Deploy the rules changed since the last batch (docs/rules.md, "Hot reload");
@@ -637,12 +651,16 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
             incremental.update(incremental_keys(
                 settings, queries, silver.read().select(*engine_columns(queries)).schema))
             ids = [d.query_id for d in changed]
+            by_id = {q.id: q for q in queries}
+            alone = side_by_side([d for d in changed if isinstance(by_id.get(d.query_id),
+                                                                  WindowQuery)])
+            accepted = [dataclasses.replace(d, strategy="clear") if d.query_id in alone else d
+                        for d in accepted]
             now_windows = [q for q in queries if isinstance(q, WindowQuery)]
             drop_stale_windows(spark, settings, now_windows, stream, only=ids)
             drop_stale(spark, settings, [q for q in queries if isinstance(q, LiveArchiveQuery)],
                        {q.id: pattern_fingerprint(q, settings) for q in queries
                         if isinstance(q, PatternQuery) and q.id in incremental}, only=ids)
-            by_id = {q.id: q for q in queries}
             warm_windows = [by_id[d.query_id] for d in changed if d.strategy == "warm"
                             and d.m_d is not None and isinstance(by_id.get(d.query_id),
                                                                 WindowQuery)]
@@ -658,7 +676,42 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
                     and d.m_d is not None and isinstance(by_id.get(d.query_id), PatternQuery)}
             alert_ids = alerts.alerting(queries)
         in_force.record(accepted, detected)
+        sides.save(queries)
         return warm
+
+    def side_by_side(changed: list[reload.Deployment]) -> set[str]:
+        """Start strategy B for the window rules of ``changed`` deployed with it: the old
+        version's state goes to its side-by-side query (:func:`old_version`). Returns the
+        rules whose old version is unknown (deployed with ``clear`` instead)."""
+        alone = set()
+        for d in changed:
+            if d.strategy != "side_by_side":
+                continue
+            old = d.old if isinstance(d.old, WindowQuery) else sides.old(d.query_id, d.old_hash)
+            if old is None or d.m_d is None:
+                why = ("no event seen yet" if old else
+                       "the old version is not known (recorded by an older release)")
+                log(f"{stream}: {d.query_id}: {why}: deployed with clear instead of "
+                    "side_by_side")
+                alone.add(d.query_id)
+                continue
+            move_state(spark, settings, old, stream)
+            sides.retiring[d.query_id] = (old, d.m_d)
+        return alone
+
+    def retire(steps: WindowSteps | None, batch_id: int, detected: datetime) -> None:
+        """Retire the old versions running side by side whose windows are all final: the
+        watermark passed ``M_d + window + allowed_lateness`` (docs/rules.md, B)."""
+        for query_id, (old, m_d) in list(sides.retiring.items()):
+            mark = steps.watermarks.get(old_version(old).id) if steps else None
+            assert old.window is not None
+            if mark is None or mark < m_d + micros(old.window) + micros(old.allowed_lateness):
+                continue
+            del sides.retiring[query_id]
+            sides.save(queries)  # first: a crash below leaves state rows the next start drops
+            in_force.record([reload.Deployment(query_id, old, in_force.in_force.get(query_id),
+                                               "retire", batch_id, m_d)], detected)
+            drop_stale_windows(spark, settings, [], stream, only=[old_version(old).id])
 
     def write_chained(rows, recomputed: list[tuple[str, list[str]]],  # noqa: ANN001
                       version: int) -> tuple[int, int]:
@@ -709,7 +762,9 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
                 f"evaluated over all of silver (version {version}), not only the batch")
         if rbuffer is not None:
             rbuffer.update(history, version, batch, columns)
-        found = detect(spark, queries, batch, history, version, batch_id, detected, settings,
+        olds = [old_version(q) for q, _ in sides.retiring.values()]  # B (docs/rules.md)
+        found = detect(spark, [*queries, *olds], batch, history, version, batch_id, detected,
+                       settings,
                        strategy=settings.live_archive_strategy, rbuffer=rbuffer, tuned=tuned,
                        plans=plans, incremental=incremental, stream=stream, floors=floors,
                        warm=warm, backfill=backfill)
@@ -749,6 +804,7 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
                 log(f"{stream}: batch {batch_id}: {query.id}: probabilistic events of "
                     f"{len(touched)} partition keys recomputed ({query.method})")
             window_rows = commit_windows(spark, settings, found.windows, batch_id, detected)
+            retire(found.windows, batch_id, detected)
             steps = found.windows
             for query_id, stats in (steps.stats.items() if steps else ()):
                 assert steps is not None

@@ -30,6 +30,7 @@ same new state, and the append of ``b`` is skipped by Delta.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -315,6 +316,32 @@ def warm_start(spark, settings: Settings, queries: Sequence[WindowQuery], before
     return events.count()
 
 
+#: Between a rule id and the rule_hash of its old version running side by side
+#: (docs/rules.md, "Hot reload", B): the old version's query id in the window state
+OLD = "@"
+
+
+def old_version(query: WindowQuery) -> WindowQuery:
+    """The old version of a rule deployed side by side, run as query ``<id>@<rule_hash>``
+    (its own state rows and watermark) until it retires; its rows keep the rule's id."""
+    return dataclasses.replace(query, id=f"{query.id}{OLD}{query.rule_hash}")
+
+
+def move_state(spark, settings: Settings, query: WindowQuery, stream: str | None) -> None:  # noqa: ANN001
+    """Hand the stored state of ``query`` (a version in force until now) to its
+    :func:`old_version`, which keeps running side by side with the new one."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    table = LakeTable(spark, settings, STATE).ensure()
+    writer = gold_writer(settings, stream)
+    old = old_version(query)
+    DeltaTable.forPath(spark, table.path).update(
+        (F.col("query_id") == query.id)
+        & (F.col("fingerprint") == fingerprint(query, settings, writer)),
+        {"query_id": F.lit(old.id), "fingerprint": F.lit(fingerprint(old, settings, writer))})
+
+
 def output_rows(steps: WindowSteps, batch_id: int, detected: datetime):  # noqa: ANN201
     """The batch's ``gold.window_outputs`` rows (a lazy DataFrame)."""
     from pyspark.sql import functions as F
@@ -327,8 +354,11 @@ def output_rows(steps: WindowSteps, batch_id: int, detected: datetime):  # noqa:
     rows = steps.out.where(F.col("kind") == "row")
     for query_id, floor in steps.floors.items():
         rows = rows.where((F.col("query_id") != query_id) | (F.col("window_start") > floor))
+    rule_id = F.create_map(*[F.lit(x) for q in steps.queries
+                             for x in (q.id, q.id.removesuffix(f"{OLD}{q.rule_hash}"))])
     return rows.select(
-        "query_id", version[F.col("query_id")].alias("query_version"), "key",
+        rule_id[F.col("query_id")].alias("query_id"),
+        version[F.col("query_id")].alias("query_version"), "key",
         mode[F.col("query_id")].alias("window_kind"),
         F.timestamp_micros("window_start").alias("window_start"),
         F.timestamp_micros("window_end").alias("window_end"), "window_id", "aggregate",
@@ -376,12 +406,14 @@ def save_state(spark, settings: Settings, steps: WindowSteps, batch_id: int,  # 
      .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
 
 
-def drop_stale(spark, settings: Settings, queries: Sequence[WindowQuery],  # noqa: ANN001
-               stream: str | None = None, only: Sequence[str] | None = None) -> int:
+def drop_stale(spark, settings: Settings, queries: Sequence[WindowQuery],  # noqa: ANN001, PLR0913
+               stream: str | None = None, only: Sequence[str] | None = None,
+               keep: Sequence[str] = ()) -> int:
     """Delete state rows no current window query can use (another fingerprint: a changed
     query, bucket count or gold checkpoint; or a query that is gone); returns how many
     query ids had stale rows. Such a query starts with empty windows (docs/windows.md).
-    ``only``: look at these query ids' rows only (a per-query gold run, ``stream``)."""
+    ``only``: look at these query ids' rows only (a per-query gold run, ``stream``);
+    ``keep``: leave these query ids' rows (a rule about to be deployed side by side)."""
     writer = gold_writer(settings, stream)
     return LakeTable(spark, settings, STATE).drop_other_fingerprints(
-        {q.id: fingerprint(q, settings, writer) for q in queries}, only=only)
+        {q.id: fingerprint(q, settings, writer) for q in queries}, only=only, keep=keep)

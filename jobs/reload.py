@@ -22,8 +22,8 @@ import hashlib
 import json
 import tomllib
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -35,6 +35,7 @@ from lakecep.queries import (
     PatternQuery,
     QueryDefinition,
     WindowQuery,
+    micros,
 )
 from lakecep.sources import sources_dir
 from lakecep.validation import validate
@@ -46,8 +47,9 @@ TABLE = "gold.rule_deployments"
 #: ``gold.rule_deployments.strategy``: a file's ``reload``, the versions in force when a
 #: stream first records them, an added rule (:meth:`Rules.first_sight`: evaluated over
 #: the existing history at its first batch, whatever its ``reload``), a
-#: removed file, a kind deployed by a restart of gold
-STRATEGIES = ("initial", *RELOAD_STRATEGIES, "backfill", "remove", "restart")
+#: removed file, a kind deployed by a restart of gold, the retirement of an old version
+#: run side by side
+STRATEGIES = ("initial", *RELOAD_STRATEGIES, "backfill", "remove", "restart", "retire")
 #: Query kinds a running gold stream can deploy (the others are deployed by a restart).
 HOT = (PatternQuery, WindowQuery)
 
@@ -73,6 +75,9 @@ class Deployment:
         return self.new.rule_hash if self.new is not None else None
 
     def describe(self) -> str:
+        if self.strategy == "retire":
+            return (f"retired {self.query_id} {self.old_hash} (ran side by side with "
+                    f"{self.new_hash}) at batch {self.batch_id}")
         return (f"deployed {self.query_id} {self.old_hash or '(new)'}→"
                 f"{self.new_hash or '(removed)'} ({self.strategy}) at batch {self.batch_id}")
 
@@ -105,6 +110,77 @@ class Newest:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"batch_id": batch_id, "newest": value, "before": before}))
         tmp.replace(self.path)
+
+
+class SideBySide:
+    """What strategy B needs across restarts of gold (docs/rules.md, "Hot reload"), kept
+    beside the stream's checkpoint (``lakecep_windows.json``): the definition of each
+    window rule in force (a file changed while gold was stopped leaves only its old
+    ``rule_hash`` in ``gold.rule_deployments``), and the old versions still running side
+    by side (rule id -> definition, ``M_d``)."""
+
+    def __init__(self, settings: Settings, stream: str) -> None:
+        self.path = settings.checkpoint(stream) / "lakecep_windows.json"
+        doc = self._read()
+        self.definitions: dict[str, WindowQuery] = {
+            i: _window(d) for i, d in doc.get("definitions", {}).items()}
+        self.retiring: dict[str, tuple[WindowQuery, int]] = {
+            i: (_window(r["old"]), int(r["m_d"])) for i, r in doc.get("retiring", {}).items()}
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def old(self, query_id: str, rule_hash: str | None) -> WindowQuery | None:
+        """The stored definition of version ``rule_hash`` of the window rule (None: unknown)."""
+        query = self.definitions.get(query_id)
+        return query if query is not None and query.rule_hash == rule_hash else None
+
+    def save(self, in_force: Sequence[QueryDefinition]) -> None:
+        doc = {"definitions": {q.id: _doc(q) for q in in_force if isinstance(q, WindowQuery)},
+               "retiring": {i: {"old": _doc(q), "m_d": m_d}
+                            for i, (q, m_d) in self.retiring.items()}}
+        self.definitions = {q.id: q for q in in_force if isinstance(q, WindowQuery)}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, sort_keys=True))
+        tmp.replace(self.path)
+
+
+def _doc(query: WindowQuery) -> dict[str, Any]:
+    return {f.name: {"us": micros(v)} if isinstance(v := getattr(query, f.name), timedelta)
+            else v for f in fields(query)}
+
+
+def _window(doc: dict[str, Any]) -> WindowQuery:
+    def value(v: Any) -> Any:
+        if isinstance(v, dict):
+            return timedelta(microseconds=v["us"])
+        if isinstance(v, list):
+            return tuple(value(x) for x in v)
+        return v
+
+    return WindowQuery(**{k: value(v) for k, v in doc.items()})
+
+
+def served(spark, settings: Settings):  # noqa: ANN001, ANN201
+    """``gold.window_outputs`` as served (docs/rules.md, "Hot reload", B): of a rule
+    deployed side by side, a window starting at or before the deployment's ``M_d`` from
+    the old version, one starting after it from the new; every other row as written."""
+    from pyspark.sql import functions as F
+
+    from .gold_window import OUTPUTS
+
+    rows = LakeTable(spark, settings, OUTPUTS).ensure().read()
+    rule = F.coalesce(F.col("rule_hash"), F.lit(""))
+    for d in (LakeTable(spark, settings, TABLE).ensure().read()
+              .where(F.col("strategy") == "side_by_side").collect()):
+        after = F.col("window_start") > F.lit(d.m_d)
+        rows = rows.where(~((F.col("query_id") == d.query_id) & (
+            ((rule == (d.old_hash or "")) & after) | ((rule == (d.new_hash or "")) & ~after))))
+    return rows
 
 
 #: Delta's streaming-source offset index before a version's first file (the metadata

@@ -149,10 +149,12 @@ class LakeTable:
         )
 
     def drop_other_fingerprints(self, fingerprints: dict[str, str],
-                                only: Sequence[str] | None = None) -> int:
+                                only: Sequence[str] | None = None,
+                                keep: Sequence[str] = ()) -> int:
         """Delete the state rows whose (query_id, fingerprint) is not in ``fingerprints``
         (query id -> its current fingerprint): a changed or removed query's stored state.
-        With ``only``, rows of other query ids are kept (they belong to other runs).
+        With ``only``, rows of other query ids are kept (they belong to other runs); rows
+        of the query ids ``keep`` are kept too.
         Returns how many query ids had such rows (0 without a table)."""
         from delta.tables import DeltaTable
         from pyspark.sql import functions as F
@@ -164,6 +166,8 @@ class LakeTable:
             valid = valid | ((F.col("query_id") == query_id)
                              & (F.col("fingerprint") == fingerprint))
         drop = ~valid if only is None else (~valid & F.col("query_id").isin(*only))
+        if keep:
+            drop = drop & ~F.col("query_id").isin(*keep)
         stale = self.read().where(drop).select("query_id").distinct().count()
         if stale:
             DeltaTable.forPath(self.spark, self.path).delete(drop)

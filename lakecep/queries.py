@@ -84,9 +84,9 @@ class SnapshotSpec:
 
 #: Keys of a ``[snapshot]`` table.
 SNAPSHOT_KEYS = ("before", "after", "horizon")
-#: ``reload`` of a query file: A clear, C warm (docs/rules.md, "Hot reload"; B,
-#: ``side_by_side``, is designed there but not built)
-RELOAD_STRATEGIES = ("clear", "warm")
+#: ``reload`` of a query file: A clear, B side by side (time and sampled window rules
+#: only), C warm (docs/rules.md, "Hot reload")
+RELOAD_STRATEGIES = ("clear", "warm", "side_by_side")
 
 
 @dataclass(frozen=True)
@@ -452,11 +452,17 @@ def load_query(path: Path) -> QueryDefinition:
                                    "pattern queries, not acquisition ones")
     reload = data.get("reload", "warm")
     if reload not in RELOAD_STRATEGIES:
-        built = "" if reload != "side_by_side" else " ('side_by_side' is designed, not built)"
         raise QueryDefinitionError(f"{path}: reload {reload!r}: use one of "
-                                   f"{', '.join(map(repr, RELOAD_STRATEGIES))}{built} (how a "
+                                   f"{', '.join(map(repr, RELOAD_STRATEGIES))} (how a "
                                    "changed version is deployed while gold runs; "
                                    "docs/rules.md, 'Hot reload')")
+    if reload == "side_by_side" and (kind != "window" or "rows" in data):
+        why = ("a count window (rows) has no span in event time, so the old version would "
+               "never retire" if kind == "window" else
+               "side by side is built for window rules only (a pattern rule without WITHIN "
+               "could never retire its old version)")
+        raise QueryDefinitionError(f"{path}: reload = \"side_by_side\": {why}; use "
+                                   "\"clear\" or \"warm\" (docs/rules.md, 'Hot reload')")
     data = {k: v for k, v in data.items() if k not in ("alert", "snapshot", "input", "reload")}
     common = dict(
         id=_require(data, "id", path),

@@ -1,5 +1,6 @@
 """Hot reload of rules (docs/rules.md, "Hot reload"): window and pattern rules changed
-between two gold batches, deployed with ``reload = "clear"`` (A) and ``"warm"`` (C). Gold
+between two gold batches, deployed with ``reload = "clear"`` (A), ``"side_by_side"`` (B,
+window rules) and ``"warm"`` (C), with silver ahead of gold at the deployment. Gold
 must equal each strategy's offline truth row for row, every row with the rule_hash the
 truth assigns it; and the deployment check keeps the old version when a changed file does
 not validate."""
@@ -18,6 +19,7 @@ from pyspark.sql import functions as F
 from cep_core.windows import Event, Insert
 from lakecep.jobs import bronze, gold, silver
 from lakecep.jobs.reload import TABLE, Rules
+from lakecep.jobs.reload import served as served_windows
 from lakecep.jobs.tables import LakeTable
 from lakecep.queries import PatternQuery, WindowQuery, load_query
 
@@ -46,12 +48,16 @@ query = """SELECT * FROM events MATCH_RECOGNIZE (PARTITION BY object_id ORDER BY
 '''
 
 
+#: rule -> its reload strategy (w_: a window rule, p_: a pattern rule)
+STRATEGY = {"w_clear": "clear", "w_warm": "warm", "w_side": "side_by_side",
+            "p_clear": "clear", "p_warm": "warm"}
+
+
 def _rules(version: int) -> dict[str, str]:
     """v1: 5-minute windows, pattern A B; v2: 10-minute windows, pattern A C."""
     minutes, second = (5, "B") if version == 1 else (10, "C")
-    return {f"{kind}_{reload}": (_window if kind == "w" else _pattern)(
-        f"{kind}_{reload}", minutes if kind == "w" else second, reload)  # type: ignore[operator]
-        for kind in ("w", "p") for reload in ("clear", "warm")}
+    return {rule: _window(rule, minutes, reload) if rule.startswith("w") else
+            _pattern(rule, second, reload) for rule, reload in STRATEGY.items()}
 
 
 # tags: (tag, reader, minute); readings of s1 and s2 every minute; M_d = minute 19. The
@@ -159,8 +165,9 @@ def test_clear_and_warm_reload_equal_offline_truth(spark, settings, tmp_path: Pa
     v1, v2 = versions[1], versions[2]
     assert {tuple(r) for r in deployed} == {
         *((q, None, v1[q].rule_hash, "initial", 0, None) for q in v1),
-        *((q, v1[q].rule_hash, v2[q].rule_hash, q.split("_")[1], 2, m_d + _t0())
-          for q in v1)}
+        *((q, v1[q].rule_hash, v2[q].rule_hash, STRATEGY[q], 2, m_d + _t0()) for q in v1),
+        # B: the old version retires once the watermark (minute 60) passes M_d + 5 minutes
+        ("w_side", v1["w_side"].rule_hash, v2["w_side"].rule_hash, "retire", 2, m_d + _t0())}
 
     # windows: gold.window_outputs = the old version's rows emitted before batch 2 + the
     # new version's rows from batch 2 on, per strategy
@@ -186,6 +193,24 @@ def test_clear_and_warm_reload_equal_offline_truth(spark, settings, tmp_path: Pa
         else:  # C: new version as if always deployed, rows emitted from batch 2 on
             truth |= _window_rows(new, batches, seq, marks, emit_from=2)
         assert got[rule] == truth, rule
+    # B: every row of both versions is written (the old one ran up to its retirement after
+    # batch 2, the new one from batch 2); the served answer takes a window from the old
+    # version when it starts at or before M_d, from the new one when after: each over all
+    # events
+    old, new = v1["w_side"], v2["w_side"]
+    assert isinstance(old, WindowQuery) and isinstance(new, WindowQuery)
+    old_rows = _window_rows(old, batches[:3], seq, marks[:3])
+    assert got["w_side"] == old_rows | _window_rows(new, batches[2:], seq, marks[2:])
+    served = {(r.key, r.ws, r.we, r.aggregate, _round(r.value), r.event_count, r.revision,
+               r.at, r.rule_hash) for r in served_windows(spark, local).where(
+        F.col("query_id") == "w_side").select(
+        "*", F.unix_micros("window_start").alias("ws"), F.unix_micros("window_end").alias("we"),
+        F.unix_micros("emitted_at").alias("at")).collect()}
+    assert served == {r for r in old_rows if r[1] <= m_d + _t0()} | {
+        r for r in _window_rows(new, batches, seq, marks) if r[1] > m_d + _t0()}
+    assert {r[-1] for r in served} == {old.rule_hash, new.rule_hash}
+    assert not LakeTable(spark, local, "gold.window_state").read().where(
+        F.col("query_id").startswith("w_side@")).count()   # retired: its state deleted
     assert any(r[1] <= m_d + _t0() and r[-1] == v2["w_warm"].rule_hash
                for r in got["w_warm"])   # warm: the window across M_d is not a gap
     assert not any(r[1] <= m_d + _t0() and r[-1] == v2["w_clear"].rule_hash

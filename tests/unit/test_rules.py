@@ -153,6 +153,44 @@ def test_reload_strategy_of_a_query_file(tmp_path: Path) -> None:
         load_query(path)
 
 
+def test_side_by_side_is_for_time_and_sampled_window_rules(tmp_path: Path) -> None:
+    path = tmp_path / "w.toml"
+    window = ('id = "w"\nkind = "window"\nreload = "side_by_side"\nattribute = "t"\n'
+              'aggregates = ["avg"]\n')
+    for size in ('window = "5 minutes"', 'window = "5 minutes"\nevery = "1 minute"'):
+        path.write_text(window + size)
+        assert load_query(path).reload == "side_by_side"
+    path.write_text(window + "rows = 10")
+    with pytest.raises(QueryDefinitionError, match="count window .* never retire"):
+        load_query(path)
+    path.write_text(f'id = "a"\nreload = "side_by_side"\nquery = """{Q.format("read")}"""\n')
+    with pytest.raises(QueryDefinitionError, match="window rules only"):
+        load_query(path)
+
+
+def test_side_by_side_keeps_window_definitions_across_restarts(settings, tmp_path: Path  # noqa: ANN001
+                                                               ) -> None:
+    import dataclasses
+
+    from lakecep.jobs.reload import SideBySide
+
+    local = dataclasses.replace(settings, home=tmp_path)
+    path = tmp_path / "w.toml"
+    path.write_text('id = "w"\nkind = "window"\nattribute = "t"\naggregates = ["max", "avg"]\n'
+                    'window = "5 minutes"\nslide = "1 minute"\nevent_types = ["a", "b"]\n'
+                    'allowed_lateness = "30 seconds"\n[attributes]\nt = "double"\n')
+    query = load_query(path)
+    assert isinstance(query, WindowQuery)
+    store = SideBySide(local, "gold_x")
+    store.retiring["w"] = (query, 123)
+    store.save([query, _rule("a")])
+    again = SideBySide(local, "gold_x")
+    assert again.old("w", query.rule_hash) == query
+    assert again.old("w", query.rule_hash).rule_hash == query.rule_hash  # type: ignore[union-attr]
+    assert again.old("w", "other") is None and again.old("a", query.rule_hash) is None
+    assert again.retiring == {"w": (query, 123)}
+
+
 def test_window_rule_hash_ignores_the_order_of_aggregates() -> None:
     def window(*aggregates: str, size: int = 5) -> WindowQuery:
         return WindowQuery("w", "1", "", "temperature", aggregates,
