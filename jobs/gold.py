@@ -617,11 +617,13 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
         deployments = in_force.check(batch_id)
         if not deployments:
             return {}
-        # the pre-deployment data: what the stream read before this batch (not `history`,
-        # silver's latest version, which may be ahead of the stream)
-        before = reload.processed(spark, settings, stream, silver, batch_id)
+        def before():  # noqa: ANN202
+            """The pre-deployment data: what the stream read before this batch (not
+            `history`, silver's latest version, which may be ahead of the stream)."""
+            return reload.processed(spark, settings, stream, silver, batch_id)
+
         if any(d.m_d is None and d.strategy != "initial" for d in deployments):
-            m_d = before.agg(F.max(F.unix_micros("event_time"))).first()[0]
+            m_d = before().agg(F.max(F.unix_micros("event_time"))).first()[0]
             deployments = [d if d.m_d is not None or d.strategy == "initial"
                            else dataclasses.replace(d, m_d=m_d) for d in deployments]
         accepted, changed = [], []
@@ -667,7 +669,7 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
             if warm_windows:
                 cols = engine_columns(queries)
                 m_d = next(d.m_d for d in changed if d.m_d is not None)
-                fed = warm_start(spark, settings, warm_windows, before.select(*cols), m_d,
+                fed = warm_start(spark, settings, warm_windows, before().select(*cols), m_d,
                                  batch_id, stream, detected)
                 log(f"{stream}: batch {batch_id}: warm start of "
                     f"{', '.join(q.id for q in warm_windows)} from silver history: {fed} "
@@ -695,8 +697,13 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
                     "side_by_side")
                 alone.add(d.query_id)
                 continue
+            if d.query_id in sides.retiring and sides.retiring[d.query_id][0] != old:
+                log(f"{stream}: warning: {d.query_id}: deployed side by side again before "
+                    "its previous old version retired: that one stops now (its windows "
+                    "still open are not served; docs/rules.md, 'Hot reload', B)")
             move_state(spark, settings, old, stream)
             sides.retiring[d.query_id] = (old, d.m_d)
+            sides.save(queries)  # before the deployment is recorded: the state has moved
         return alone
 
     def retire(steps: WindowSteps | None, batch_id: int, detected: datetime) -> None:

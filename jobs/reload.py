@@ -134,9 +134,14 @@ class SideBySide:
             return {}
 
     def old(self, query_id: str, rule_hash: str | None) -> WindowQuery | None:
-        """The stored definition of version ``rule_hash`` of the window rule (None: unknown)."""
-        query = self.definitions.get(query_id)
-        return query if query is not None and query.rule_hash == rule_hash else None
+        """The stored definition of version ``rule_hash`` of the window rule (None: unknown;
+        also an old version already handed its state, by a deployment that crashed before
+        it was recorded)."""
+        running = self.retiring.get(query_id)
+        for query in (self.definitions.get(query_id), running[0] if running else None):
+            if query is not None and query.rule_hash == rule_hash:
+                return query
+        return None
 
     def save(self, in_force: Sequence[QueryDefinition]) -> None:
         doc = {"definitions": {q.id: _doc(q) for q in in_force if isinstance(q, WindowQuery)},

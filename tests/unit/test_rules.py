@@ -189,6 +189,8 @@ def test_side_by_side_keeps_window_definitions_across_restarts(settings, tmp_pat
     assert again.old("w", query.rule_hash).rule_hash == query.rule_hash  # type: ignore[union-attr]
     assert again.old("w", "other") is None and again.old("a", query.rule_hash) is None
     assert again.retiring == {"w": (query, 123)}
+    again.save([_rule("a")])  # a new version in force: the old one is still running
+    assert SideBySide(local, "gold_x").old("w", query.rule_hash) == query
 
 
 def test_window_rule_hash_ignores_the_order_of_aggregates() -> None:
