@@ -716,8 +716,9 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
                 continue
             del sides.retiring[query_id]
             sides.save(queries)  # first: a crash below leaves state rows the next start drops
+            # (batch_id: the first batch without it; one row per rule and batch)
             in_force.record([reload.Deployment(query_id, old, in_force.in_force.get(query_id),
-                                               "retire", batch_id, m_d)], detected)
+                                               "retire", batch_id + 1, m_d)], detected)
             drop_stale_windows(spark, settings, [], stream, only=[old_version(old).id])
 
     def write_chained(rows, recomputed: list[tuple[str, list[str]]],  # noqa: ANN001

@@ -77,7 +77,7 @@ class Deployment:
     def describe(self) -> str:
         if self.strategy == "retire":
             return (f"retired {self.query_id} {self.old_hash} (ran side by side with "
-                    f"{self.new_hash}) at batch {self.batch_id}")
+                    f"{self.new_hash}) before batch {self.batch_id}")
         return (f"deployed {self.query_id} {self.old_hash or '(new)'}→"
                 f"{self.new_hash or '(removed)'} ({self.strategy}) at batch {self.batch_id}")
 

@@ -163,11 +163,13 @@ def test_clear_and_warm_reload_equal_offline_truth(spark, settings, tmp_path: Pa
         "query_id", "old_hash", "new_hash", "strategy", "batch_id",
         F.unix_micros("m_d").alias("m_d")).collect()
     v1, v2 = versions[1], versions[2]
+    assert len(deployed) == len({(r.query_id, r.batch_id) for r in deployed})  # (GX suite)
     assert {tuple(r) for r in deployed} == {
         *((q, None, v1[q].rule_hash, "initial", 0, None) for q in v1),
         *((q, v1[q].rule_hash, v2[q].rule_hash, STRATEGY[q], 2, m_d + _t0()) for q in v1),
         # B: the old version retires once the watermark (minute 60) passes M_d + 5 minutes
-        ("w_side", v1["w_side"].rule_hash, v2["w_side"].rule_hash, "retire", 2, m_d + _t0())}
+        # (after batch 2: batch 3 is the first without it)
+        ("w_side", v1["w_side"].rule_hash, v2["w_side"].rule_hash, "retire", 3, m_d + _t0())}
 
     # windows: gold.window_outputs = the old version's rows emitted before batch 2 + the
     # new version's rows from batch 2 on, per strategy
