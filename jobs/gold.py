@@ -617,6 +617,7 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
         deployments = in_force.check(batch_id)
         if not deployments:
             return {}
+
         def before():  # noqa: ANN202
             """The pre-deployment data: what the stream read before this batch (not
             `history`, silver's latest version, which may be ahead of the stream)."""
@@ -692,7 +693,8 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
             old = d.old if isinstance(d.old, WindowQuery) else sides.old(d.query_id, d.old_hash)
             if old is None or d.m_d is None:
                 why = ("no event seen yet" if old else
-                       "the old version is not known (recorded by an older release)")
+                       "the old version is not known (a rule added back, or recorded "
+                       "by an older release)")
                 log(f"{stream}: {d.query_id}: {why}: deployed with clear instead of "
                     "side_by_side")
                 alone.add(d.query_id)

@@ -238,26 +238,26 @@ def test_clear_and_warm_reload_equal_offline_truth(spark, settings, tmp_path: Pa
     assert ("t5_18", "t5_21") in {m for m, _ in current}  # warm: the match across M_d
 
     # A window rule and a pattern rule (on the recompute path: incremental patterns off)
-    # added before batch 3 are backfilled at first sight: gold holds their answer over
+    # added before batch 4 are backfilled at first sight: gold holds their answer over
     # all of silver, the window rule's from one operator fed every event, then
-    # advanced to the watermark of batch 3 (docs/architecture.md)
+    # advanced to the watermark of batch 4 (docs/architecture.md)
     plain = dataclasses.replace(local, incremental_patterns=False)
     added = {"w_new": _window("w_new", 5, "clear"), "p_new": _pattern("p_new", "B", "clear")}
     for name, text in added.items():
         (folder / f"{name}.toml").write_text(text)
-    late = [{"event_id": f"r3_s1_{m}", "object_id": "s1", "event_type": "reading",
+    late = [{"event_id": f"r4_s1_{m}", "object_id": "s1", "event_type": "reading",
              "source_id": "r", "time": m * US, "temperature": float(m % 5)} for m in (61, 63)]
     late += [{"event_id": "t7_61", "object_id": "t7", "event_type": "read", "source_id": "A",
               "time": 61 * US}, {"event_id": "t7_62", "object_id": "t7",
                                  "event_type": "read", "source_id": "B", "time": 62 * US}]
-    (local.landing / "b3.jsonl").write_text("\n".join(map(_line, late)) + "\n")
+    (local.landing / "b4.jsonl").write_text("\n".join(map(_line, late)) + "\n")
     for job in (bronze, silver, gold):
         job.run(spark, plain)
     w_new, p_new = (load_query(folder / f"{name}.toml") for name in added)
     assert isinstance(w_new, WindowQuery) and isinstance(p_new, PatternQuery)
     assert {(r.query_id, r.old_hash, r.strategy, r.batch_id) for r in LakeTable(
         spark, local, TABLE).read().where(F.col("query_id").isin(*added)).collect()} == {
-        (q, None, "backfill", 3) for q in added}
+        (q, None, "backfill", 4) for q in added}
     events += late
     seq |= {r.event_id: r.seq for r in LakeTable(spark, local, "silver.events").read()
             .where(F.col("event_id").isin(*[e["event_id"] for e in late]))
@@ -282,19 +282,19 @@ def test_clear_and_warm_reload_equal_offline_truth(spark, settings, tmp_path: Pa
             (F.col("query_id") == rule) & F.col("superseded_version").isNull()).collect()}
 
     assert current("p_new") == _matches(p_new, events)
-    assert ("t1_1", "t1_2") in current("p_new")  # a key batch 3 did not touch
+    assert ("t1_1", "t1_2") in current("p_new")  # a key batch 4 did not touch
 
-    # a kill before the stream committed batch 3: its run again backfills again (the
-    # deployment is recorded at batch 3) and writes nothing twice
+    # a kill before the stream committed batch 4: its run again backfills again (the
+    # deployment is recorded at batch 4) and writes nothing twice
     def count(table: str, rule: str) -> int:
         return LakeTable(spark, local, table).read().where(F.col("query_id") == rule).count()
 
     counts = count("gold.window_outputs", "w_new"), count("gold.complex_events", "p_new")
     commits = local.checkpoint(gold.QUERY) / "commits"
-    (commits / "3").unlink()
-    (commits / ".3.crc").unlink(missing_ok=True)
+    (commits / "4").unlink()
+    (commits / ".4.crc").unlink(missing_ok=True)
     gold.run(spark, plain)
-    assert (commits / "3").exists()
+    assert (commits / "4").exists()
     assert (count("gold.window_outputs", "w_new"), count("gold.complex_events", "p_new")) \
         == counts
     assert windows("w_new") == _window_rows(w_new, [events], seq, [mark])
