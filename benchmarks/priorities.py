@@ -68,7 +68,7 @@ class Feeder:
         from lakecep import schemas
         from lakecep.jobs.tables import LakeTable
 
-        self.spark, self.rows = spark, rows
+        self.spark, self.rows = spark, rows - rows % 3  # (whole tags: A, B, C each)
         self.table = LakeTable(spark, settings, "silver.events").ensure()
         self.ddl = schemas.ddl("silver.events")
         self.appended: list[float] = []   # wall time (epoch s) each append committed
@@ -166,7 +166,7 @@ def main() -> int:  # noqa: C901, PLR0915
     cycles = closed_loop(args.baseline, "baseline")
     cycle = statistics.median(cycles)
     interval = cycle / args.factor
-    print(f"baseline cycle {cycle:.1f}s ({args.rows / cycle:.0f} rows/s); overload: one "
+    print(f"baseline cycle {cycle:.1f}s ({feeder.rows / cycle:.0f} rows/s); overload: one "
           f"append every {interval:.1f}s", flush=True)
     overload_start = time.time()
     for i in range(args.overload):
@@ -198,7 +198,7 @@ def main() -> int:  # noqa: C901, PLR0915
         per_phase: dict[str, dict[str, list[float]]] = {}
         timeline = []
         for k, p in enumerate(ordered):   # the k-th non-empty batch is the k-th append
-            if k >= len(phases) or int(p["numInputRows"]) != args.rows:
+            if k >= len(phases) or int(p["numInputRows"]) != feeder.rows:
                 continue
             phase = phases[k]
             delay = end_time(p) - feeder.appended[k]
@@ -228,12 +228,12 @@ def main() -> int:  # noqa: C901, PLR0915
                     over[f"{m}_p95"] / base[f"{m}_p95"])
     out = {
         "benchmark": "priorities", "created_at": datetime.now(UTC).isoformat(),
-        "setup": {"rows_per_append": args.rows, "warmup": args.warmup,
+        "setup": {"rows_per_append": feeder.rows, "warmup": args.warmup,
                   "baseline_appends": args.baseline, "overload_appends": args.overload,
                   "overload_factor": args.factor, "baseline_cycle_s": cycle,
                   "high_rules": 1, "low_rules": args.low_rules,
                   "baseline_cycles_s": cycles, "overload_interval_s": interval,
-                  "capacity_rows_per_s": args.rows / cycle,
+                  "capacity_rows_per_s": feeder.rows / cycle,
                   "appended": feeder.n, "processed_at_end": final,
                   "pools": [m for m in logged if "priority" in m and "pools" in m]},
         "summary": summary, **result,
