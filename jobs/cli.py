@@ -717,7 +717,8 @@ def status(
 
     Counts every table, checks landed = bronze = silver + duplicates + quarantine (+ the
     operators' terms: filtered, merged_away, pending, split_extra), and compares gold
-    with the generator's ground truth when there is one.
+    with the generator's ground truth when there is one. While `lakecep serve` runs for
+    this home, it uses that server instead of starting a JVM; stderr says which.
     """
     from lakecep import continuous
 
@@ -727,7 +728,15 @@ def status(
     app = continuous.state(cfg)
     if app.heartbeat is not None and not json_out:
         console.out.print(console.continuous_line(app.as_dict()), soft_wrap=True)
-    spark = _spark(cfg, "lakecep-status")
+    server = _connect_server(cfg)
+    if server is not None:  # (seconds instead of a JVM of its own)
+        from . import connect
+
+        console.err.print(f"lakecep status: Spark Connect server {server.endpoint} "
+                          f"(pid {server.pid})", markup=False, highlight=False)
+        spark = connect.session(server)
+    else:
+        spark = _spark(cfg, "lakecep-status")
     try:
         report = lake_status(spark, cfg)
     finally:

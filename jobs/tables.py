@@ -77,6 +77,16 @@ class LakeTable:
     def exists(self) -> bool:
         from delta.tables import DeltaTable
 
+        if type(self.spark).__module__.startswith("pyspark.sql.connect"):
+            # a Spark Connect session (`lakecep serve`): delta-spark's DeltaTable needs a
+            # server plugin there, SQL does not
+            from pyspark.errors import AnalysisException
+
+            try:
+                detail = self.spark.sql(f"DESCRIBE DETAIL delta.`{self.path}`").first()
+            except AnalysisException:
+                return False
+            return detail is not None and detail["format"] == "delta"
         return DeltaTable.isDeltaTable(self.spark, self.path)
 
     def ensure(self) -> LakeTable:

@@ -1,4 +1,5 @@
-"""``lakecep serve`` and ``lakecep sql`` over it: the real commands as subprocesses.
+"""``lakecep serve`` and ``lakecep sql`` / ``lakecep status`` over it: the real commands as
+subprocesses.
 
 One server start (the expensive part) for the whole test: start, refuse a second one,
 answer a MATCH_RECOGNIZE query through Spark Connect (no per-command JVM), see a write made
@@ -88,6 +89,14 @@ def test_serve_then_sql_uses_the_server(spark, tmp_path: Path) -> None:  # noqa:
         assert state["registered"] == ["silver.events", "silver.quarantine"]
         assert state["views"] == ["silver.events_typed"]
         print(f"\nlakecep sql over the Connect server: {seconds:.1f}s")
+
+        # `lakecep status` counts the tables through the server too (no JVM of its own)
+        counted = lakecep("status", "--json")
+        assert counted.returncode == 0, counted.stderr[-3000:]
+        assert f"lakecep status: Spark Connect server sc://127.0.0.1:{port}" in counted.stderr
+        counts = json.loads(counted.stdout)["counts"]
+        assert counts["silver.events"] == 7 and counts["silver.quarantine"] == 1, counts
+        assert counts["bronze.events"] == 0  # (no such table: counted 0, not an error)
 
         status = lakecep("serve", "--status")
         assert status.returncode == 0 and f"pid {pid}" in status.stdout
