@@ -18,6 +18,7 @@ while the stream runs is picked up before the next micro-batch (:func:`refresh_t
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -618,9 +619,11 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
         if not deployments:
             return {}
 
+        @functools.cache
         def before():  # noqa: ANN202
             """The pre-deployment data: what the stream read before this batch (not
-            `history`, silver's latest version, which may be ahead of the stream)."""
+            `history`, silver's latest version, which may be ahead of the stream); read
+            from the offset log once, when a deployment needs it."""
             return reload.processed(spark, settings, stream, silver, batch_id)
 
         if any(d.m_d is None and d.strategy != "initial" for d in deployments):

@@ -290,25 +290,26 @@ class Rules:
         return tuple(out)
 
     def _recorded(self) -> dict[str, tuple[str | None, str, int | None]]:
-        from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         table = LakeTable(self.spark, self.settings, TABLE).ensure()
-        # rules another gold stream has run: one that appears here moved (to another
-        # priority class, docs/rules.md): deployed with its reload, not as an addition
+        # one read of the (small) table: this stream's newest row per rule, and the rules
+        # another gold stream has run -- one that appears here moved (to another priority
+        # class, docs/rules.md): deployed with its reload, not as an addition
         # (:meth:`first_sight`)
-        self.elsewhere = {r.query_id for r in table.read().where(
-            F.col("stream") != self.stream).select("query_id").distinct().collect()}
-        newest = Window.partitionBy("query_id").orderBy(F.col("batch_id").desc(),
-                                                        F.col("deployed_at").desc())
-        rows = (table.read().where(F.col("stream") == self.stream)
-                .withColumn("_n", F.row_number().over(newest)).where("_n = 1")
-                .select("query_id", "old_hash", "new_hash", "strategy",
-                        F.unix_micros("m_d").alias("m_d"), "batch_id")
-                .collect())
-        self.added = {r.query_id: r.batch_id for r in rows
+        rows = table.read().select("stream", "query_id", "old_hash", "new_hash", "strategy",
+                                   F.unix_micros("m_d").alias("m_d"), "batch_id",
+                                   "deployed_at").collect()
+        self.elsewhere = {r.query_id for r in rows if r.stream != self.stream}
+        newest: dict[str, Any] = {}
+        for r in rows:
+            if r.stream == self.stream and (r.query_id not in newest or (
+                    r.batch_id, r.deployed_at) > (newest[r.query_id].batch_id,
+                                                  newest[r.query_id].deployed_at)):
+                newest[r.query_id] = r
+        self.added = {q: r.batch_id for q, r in newest.items()
                       if r.strategy == "backfill" and r.old_hash is None}
-        return {r.query_id: (r.new_hash, r.strategy, r.m_d) for r in rows}
+        return {q: (r.new_hash, r.strategy, r.m_d) for q, r in newest.items()}
 
     def first_sight(self, query_id: str) -> bool:
         """Whether a rule appearing now was never run by a gold stream of this lake (an
