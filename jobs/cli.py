@@ -656,12 +656,17 @@ def serve(
     status_: Annotated[bool, _flag("--status", "say whether a server runs for this home "
                        "(exit 0) or not (exit 1)")] = False,
     json_out: Annotated[bool, _flag("--json", "print the server's state as JSON")] = False,
+    jdbc_port: Annotated[int | None, typer.Option(min=1, max=65535, help="also serve JDBC "
+                         "(Spark's Thrift server, jdbc:hive2://127.0.0.1:PORT/default) "
+                         "for BI tools and beeline")] = None,
 ) -> int:
     """Keep a Spark Connect server (with Delta and the lake's settings) running in the
     background, so `lakecep sql` answers without starting a JVM.
 
     Prints the endpoint `sc://127.0.0.1:PORT` once the server answers; notebooks and tools
-    connect with `SparkSession.builder.remote(...)` (docs/spark.md). One server per
+    connect with `SparkSession.builder.remote(...)` (docs/spark.md). With `--jdbc-port`
+    the same server also answers JDBC (HiveServer2 protocol) and prints that URL on a
+    second line. One server per
     LAKECEP_HOME: its state (pid, port, start time) is in $LAKECEP_HOME/connect/server.json,
     its log in $LAKECEP_HOME/connect/server.log. `--stop` stops it, `--status` shows it.
     """
@@ -679,14 +684,15 @@ def serve(
             console.say(f"no Connect server running for {cfg.home}")
         else:
             verb = "stopped" if stop else "running:"
+            jdbc = f", JDBC {server.jdbc_url}" if server.jdbc_url else ""
             console.say(f"{verb} {server.endpoint} (pid {server.pid}, since "
-                        f"{server.started_at}, log {server.log})")
+                        f"{server.started_at}{jdbc}, log {server.log})")
         return 0 if stop or server is not None else 1
     started = time.monotonic()
     with console.err.status("starting the Spark Connect server", spinner="dots") \
             if console.err.is_terminal else _nothing():
         try:
-            server, new = connect.start(cfg, port)
+            server, new = connect.start(cfg, port, jdbc_port=jdbc_port)
         except connect.ServerError as exc:
             raise console.Failure(str(exc), exc.hint) from None
     if json_out:
@@ -696,12 +702,14 @@ def serve(
         console.err.print(f"Spark Connect server started in {time.monotonic() - started:.1f}s "
                           f"(pid {server.pid}, {len(server.registered)} lake tables; stop it "
                           "with `lakecep serve --stop`)", markup=False, highlight=False)
-        console.say(server.endpoint)
     else:
         console.err.print(f"a Connect server already runs for {cfg.home} (pid "
                           f"{server.pid}); not starting another", markup=False,
                           highlight=False)
+    if not json_out:
         console.say(server.endpoint)
+        if server.jdbc_url:
+            console.say(server.jdbc_url)
     return 0
 
 

@@ -17,6 +17,10 @@ Tables: the server's catalog (in memory, shared by all Connect sessions) holds t
 ``layer.table`` entries. A call registers only what changed on disk since the last call
 (:func:`register`), so an unchanged lake costs no round trip at all; Delta reads each
 table's newest version at every query, so writes of ``lakecep run`` are seen at once.
+
+JDBC (``lakecep serve --jdbc-port N``): the same driver also runs Spark's Thrift server
+(HiveServer2 protocol, ``jdbc:hive2://127.0.0.1:N/default``) for BI tools and ``beeline``.
+Its sessions share the catalog above, so they see the same tables and typed views.
 """
 
 from __future__ import annotations
@@ -72,14 +76,21 @@ class Server:
     #: (the query and source files, the tables).
     views: tuple[str, ...] = ()
     views_made_from: str = ""
+    #: Port of the Thrift (JDBC) server in the same driver; None: not started.
+    jdbc_port: int | None = None
 
     @property
     def endpoint(self) -> str:
         return f"sc://{HOST}:{self.port}"
 
+    @property
+    def jdbc_url(self) -> str | None:
+        return None if self.jdbc_port is None else f"jdbc:hive2://{HOST}:{self.jdbc_port}/default"
+
     def as_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "registered": list(self.registered),
-                "views": list(self.views), "endpoint": self.endpoint}
+                "views": list(self.views), "endpoint": self.endpoint,
+                "jdbc_url": self.jdbc_url}
 
 
 def state_file(settings: Settings) -> Path:
@@ -115,7 +126,9 @@ def read_state(settings: Settings) -> Server | None:
                       started_at=str(data["started_at"]), home=str(data["home"]),
                       log=str(data["log"]), registered=tuple(data.get("registered", ())),
                       views=tuple(data.get("views", ())),
-                      views_made_from=str(data.get("views_made_from", "")))
+                      views_made_from=str(data.get("views_made_from", "")),
+                      jdbc_port=None if data.get("jdbc_port") is None
+                      else int(data["jdbc_port"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -124,7 +137,7 @@ def _write_state(settings: Settings, server: Server) -> None:
     path = state_file(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".{os.getpid()}.tmp")
-    data = {k: v for k, v in server.as_dict().items() if k != "endpoint"}
+    data = {k: v for k, v in server.as_dict().items() if k not in ("endpoint", "jdbc_url")}
     partial.write_text(json.dumps(data, indent=2) + "\n")
     partial.replace(path)  # atomic: a reader sees the old or the new file
 
@@ -173,26 +186,34 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def start(settings: Settings, port: int = DEFAULT_PORT, *, timeout: float = START_TIMEOUT,
-          on_wait: Callable[[str], None] | None = None) -> tuple[Server, bool]:
+def start(settings: Settings, port: int = DEFAULT_PORT, *, jdbc_port: int | None = None,
+          timeout: float = START_TIMEOUT, on_wait: Callable[[str], None] | None = None
+          ) -> tuple[Server, bool]:
     """Start the server of this home in the background; wait until it answers a query.
 
-    Returns the server and whether it was started now (False: one was already running,
-    nothing started). Raises :class:`ServerError` if the port is taken or the server dies
-    or does not answer within ``timeout`` seconds (it is stopped then).
+    ``jdbc_port``: also run the Thrift (JDBC) server on that port. Returns the server and
+    whether it was started now (False: one was already running, nothing started). Raises
+    :class:`ServerError` if a port is taken or the server dies or does not answer within
+    ``timeout`` seconds (it is stopped then).
     """
     current = running(settings)
     if current is not None:
         return current, False
-    if not _port_free(port):
-        raise ServerError(f"port {port} on {HOST} is in use",
-                          "choose another with `lakecep serve --port N`")
+    for taken, option in ((port, "--port"), (jdbc_port, "--jdbc-port")):
+        if taken is not None and not _port_free(taken):
+            raise ServerError(f"port {taken} on {HOST} is in use",
+                              f"choose another with `lakecep serve {option} N`")
+    if jdbc_port is not None and jdbc_port == port:
+        raise ServerError(f"--port and --jdbc-port are both {port}", "give two ports")
+    if jdbc_port is not None:
+        _thrift_conf(settings, jdbc_port)  # its ServerError here, not in the server's log
     log = log_file(settings)
     log.parent.mkdir(parents=True, exist_ok=True)
     values = {k: str(v) if isinstance(v, Path) else v
               for k, v in dataclasses.asdict(settings).items()}
     values["home"] = _home(settings)
-    command = [sys.executable, "-m", "lakecep.jobs.connect", json.dumps(values), str(port)]
+    command = [sys.executable, "-m", "lakecep.jobs.connect", json.dumps(values), str(port),
+               str(jdbc_port or 0)]
     env = {**os.environ, "LAKECEP_HOME": values["home"]}
     with log.open("ab") as output:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output,
@@ -200,7 +221,7 @@ def start(settings: Settings, port: int = DEFAULT_PORT, *, timeout: float = STAR
                                    close_fds=True)
     server = Server(pid=process.pid, port=port,
                     started_at=datetime.now(UTC).isoformat(timespec="seconds"),
-                    home=values["home"], log=str(log))
+                    home=values["home"], log=str(log), jdbc_port=jdbc_port)
     ready_file(settings).unlink(missing_ok=True)
     _write_state(settings, server)
     try:
@@ -217,7 +238,8 @@ def _wait_until_answering(settings: Settings, server: Server,
                           process: subprocess.Popen[bytes], timeout: float,
                           on_wait: Callable[[str], None] | None) -> None:
     deadline = time.monotonic() + timeout
-    while not (ready(settings, server) and answers(server.port)):
+    while not (ready(settings, server) and answers(server.port)
+               and (server.jdbc_port is None or answers(server.jdbc_port))):
         if process.poll() is not None:
             raise ServerError(f"the Connect server exited with code {process.returncode} "
                               f"while starting: {_last_line(Path(server.log))}",
@@ -365,8 +387,31 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def _serve(values: dict[str, Any], port: int) -> None:
-    """The server process: lakecep's session with the Connect plugin, until stopped."""
+def _thrift_conf(settings: Settings, jdbc_port: int) -> dict[str, str]:
+    """Spark settings for the Thrift server in the Connect driver (:func:`_serve`)."""
+    from .spark import cached_jars
+
+    delta = [jar for jar in cached_jars(settings) if Path(jar).name.startswith("delta-")]
+    if not delta:
+        raise ServerError("--jdbc-port needs the Delta jars cached on this machine",
+                          "run `python -m lakecep.jobs.spark fetch-jars` once")
+    return {
+        "spark.hadoop.hive.server2.thrift.bind.host": HOST,
+        "spark.hadoop.hive.server2.thrift.port": str(jdbc_port),
+        # The Thrift server opens its sessions in its own threads, whose class loader does
+        # not see the jars Spark adds at start (spark.jars): without Delta on the JVM's own
+        # class path, opening a session fails on ClassNotFoundException: DeltaCatalog.
+        "spark.driver.extraClassPath": os.pathsep.join(delta),
+        # Hive's execution metastore (used for nothing here) in memory: its default URL
+        # (a Derby database under derby.system.home) fails when a JDBC session closes.
+        "spark.hadoop.javax.jdo.option.ConnectionURL":
+            "jdbc:derby:memory:lakecep_thrift;create=true",
+    }
+
+
+def _serve(values: dict[str, Any], port: int, jdbc_port: int | None = None) -> None:
+    """The server process: lakecep's session with the Connect plugin (and the Thrift
+    server when ``jdbc_port`` is given), until stopped."""
     from lakecep.config import load_settings
 
     from .spark import get_spark
@@ -374,13 +419,21 @@ def _serve(values: dict[str, Any], port: int) -> None:
     # A long-lived driver: the full JIT pays for its compile time (as `run --continuous`).
     settings = dataclasses.replace(load_settings(overrides=values), spark_quick_start=False)
     ready_file(settings).unlink(missing_ok=True)
-    get_spark("lakecep-connect", settings, extra_conf={
+    spark = get_spark("lakecep-connect", settings, extra_conf={
         "spark.plugins": PLUGIN,
         "spark.connect.grpc.binding.address": HOST,
         "spark.connect.grpc.binding.port": str(port),
+        **(_thrift_conf(settings, jdbc_port) if jdbc_port else {}),
     })
     print(f"lakecep Connect server on sc://{HOST}:{port} (pid {os.getpid()}, "
           f"LAKECEP_HOME {settings.home})", flush=True)
+    if jdbc_port:
+        jvm = spark._jvm
+        assert jvm is not None
+        jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
+            spark._jsparkSession.sqlContext())
+        print(f"lakecep JDBC (Thrift) server on jdbc:hive2://{HOST}:{jdbc_port}/default",
+              flush=True)
     partial = ready_file(settings).with_suffix(".tmp")
     partial.write_text(str(os.getpid()))
     partial.replace(ready_file(settings))
@@ -389,7 +442,8 @@ def _serve(values: dict[str, Any], port: int) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit("usage: python -m lakecep.jobs.connect SETTINGS_JSON PORT "
+    if len(sys.argv) not in (3, 4):
+        sys.exit("usage: python -m lakecep.jobs.connect SETTINGS_JSON PORT [JDBC_PORT] "
                  "(started by `lakecep serve`)")
-    _serve(json.loads(sys.argv[1]), int(sys.argv[2]))
+    _serve(json.loads(sys.argv[1]), int(sys.argv[2]),
+           int(sys.argv[3]) if len(sys.argv) == 4 and int(sys.argv[3]) else None)

@@ -100,6 +100,12 @@ def _ivy_jars() -> list[str]:
     return jars if jars and all(Path(j).exists() for j in jars) else []
 
 
+def cached_jars(settings: Settings) -> list[str]:
+    """The Delta and Kafka jars a session gets: the user's ``spark_jars``, else those
+    ``fetch-jars`` cached; [] if none are cached (Spark's Ivy resolves them at start)."""
+    return [j for j in settings.spark_jars.split(",") if j] or _maven_jars() or _ivy_jars()
+
+
 def _maven_jars() -> list[str]:
     if not MAVEN_JARS_DIR.is_dir():
         return []
@@ -226,7 +232,7 @@ def get_spark(app_name: str = "lakecep", settings: Settings | None = None, *,
         .config("spark.sql.warehouse.dir", str(settings.home / "warehouse"))
         .config("spark.driver.extraJavaOptions", _driver_java_options(settings, _dump_archive))
     )
-    jars = [j for j in settings.spark_jars.split(",") if j] or _maven_jars() or _ivy_jars()
+    jars = cached_jars(settings)
     packages = [] if jars else list(PACKAGES)
     if object_store is None:
         object_store = uses_object_store(settings)

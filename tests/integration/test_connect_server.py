@@ -3,7 +3,8 @@ subprocesses.
 
 One server start (the expensive part) for the whole test: start, refuse a second one,
 answer a MATCH_RECOGNIZE query through Spark Connect (no per-command JVM), see a write made
-after the start and a table created after it, stop by process group, clean state.
+after the start and a table created after it, answer a real JDBC client (Spark's
+``beeline``, Hive JDBC driver) on the same catalog, stop by process group, clean state.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pyspark
 import pytest
 from lakecep_testing import clean_env, lakecep_python
 
@@ -48,21 +50,23 @@ def test_serve_then_sql_uses_the_server(spark, tmp_path: Path) -> None:  # noqa:
         return subprocess.run([*cli, *args], env=env, capture_output=True, text=True,
                               timeout=600)
 
-    port = _free_port()
-    started = lakecep("serve", "--port", str(port))
+    port, jdbc_port = _free_port(), _free_port()
+    started = lakecep("serve", "--port", str(port), "--jdbc-port", str(jdbc_port))
     state_file = tmp_path / "connect" / "server.json"
     pid = json.loads(state_file.read_text())["pid"] if state_file.exists() else None
     try:
         assert started.returncode == 0, started.stderr[-3000:]
-        assert started.stdout.strip() == f"sc://127.0.0.1:{port}"
+        jdbc_url = f"jdbc:hive2://127.0.0.1:{jdbc_port}/default"
+        assert started.stdout.splitlines() == [f"sc://127.0.0.1:{port}", jdbc_url]
         state = json.loads(state_file.read_text())
         assert state["port"] == port and state["home"] == str(tmp_path.resolve())
+        assert state["jdbc_port"] == jdbc_port
         assert state["registered"] == ["silver.events"]
         assert connect.alive(pid)
 
         again = lakecep("serve", "--port", str(_free_port()))
         assert again.returncode == 0 and "already runs" in again.stderr
-        assert again.stdout.strip() == f"sc://127.0.0.1:{port}"  # the running one
+        assert again.stdout.splitlines() == [f"sc://127.0.0.1:{port}", jdbc_url]  # the running one
         assert json.loads(state_file.read_text())["pid"] == pid
 
         began = time.monotonic()
@@ -98,8 +102,24 @@ def test_serve_then_sql_uses_the_server(spark, tmp_path: Path) -> None:  # noqa:
         assert counts["silver.events"] == 7 and counts["silver.quarantine"] == 1, counts
         assert counts["bronze.events"] == 0  # (no such table: counted 0, not an error)
 
+        # a JDBC client (beeline: Hive's JDBC driver, shipped with pyspark) sees the same
+        # tables and typed views; a bad statement is an error, not a silent empty answer
+        beeline = Path(pyspark.__file__).parent / "bin" / "beeline"
+        jdbc = subprocess.run(
+            [str(beeline), "-u", jdbc_url, "--silent=true", "--outputformat=csv2", "-e",
+             "SELECT count(*) AS n, sum(antenna) AS antennas FROM silver.events_typed;"],
+            env=env, capture_output=True, text=True, timeout=300)
+        assert jdbc.returncode == 0, jdbc.stderr[-3000:]
+        assert [line for line in jdbc.stdout.splitlines() if "jdbc:hive2" not in line] == [
+            "n,antennas", "7,12"]
+        bad = subprocess.run([str(beeline), "-u", jdbc_url, "--silent=true", "-e",
+                              "SELECT * FROM silver.no_such_table"], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert bad.returncode != 0 and "no_such_table" in bad.stderr
+
         status = lakecep("serve", "--status")
         assert status.returncode == 0 and f"pid {pid}" in status.stdout
+        assert f"JDBC {jdbc_url}" in status.stdout
     finally:
         stopped = lakecep("serve", "--stop")
     assert stopped.returncode == 0, stopped.stderr[-3000:]
