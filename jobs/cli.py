@@ -446,10 +446,17 @@ def backfill(
     _one_writer(cfg)
     spark = _spark(cfg, "lakecep-backfill")
     try:
-        def progress(message: str) -> None:
-            print(f"[lakecep] {message}", file=sys.stderr, flush=True)
+        with console.progress(disable=json_out) as bar:
+            task = bar.add_task(f"backfill {query}: Spark tasks", total=None)
 
-        done = backfilling.backfill(spark, cfg, query, progress)
+            def progress(message: str) -> None:
+                if bar.live.is_started:
+                    bar.console.print(f"[dim]{escape(message)}[/]")
+                else:
+                    print(f"[lakecep] {message}", file=sys.stderr, flush=True)
+
+            with console.SparkTasks(spark.sparkContext, bar, task):
+                done = backfilling.backfill(spark, cfg, query, progress)
     finally:
         spark.stop()
     if json_out:

@@ -68,6 +68,52 @@ def progress(*, transient: bool = False, disable: bool = False) -> Progress:
     )
 
 
+class SparkTasks:
+    """Counts a Spark application's tasks into a progress bar while a computation runs:
+    completed / total tasks of the jobs started since :meth:`__enter__`, from the status
+    tracker (no count of rows is known before a single Spark computation ends, but its
+    tasks are). Polls in a daemon thread every ``every`` seconds."""
+
+    def __init__(self, spark_context: Any, bar: Progress, task: Any, every: float = 0.5
+                 ) -> None:
+        import threading
+
+        self._tracker = spark_context.statusTracker()
+        self._bar, self._task, self._every = bar, task, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, name="lakecep-progress",
+                                        daemon=True)
+        self._seen: dict[int, tuple[int, int]] = {}  # stage id -> (done, total)
+
+    def __enter__(self) -> SparkTasks:
+        self._before = set(self._tracker.getJobIdsForGroup(None))
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.update()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self._every):
+            try:
+                self.update()
+            except Exception:  # noqa: BLE001 -- a display must not fail the computation
+                return
+
+    def update(self) -> None:
+        for job_id in set(self._tracker.getJobIdsForGroup(None)) - self._before:
+            job = self._tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job else ():
+                stage = self._tracker.getStageInfo(stage_id)
+                if stage is not None:
+                    self._seen[stage_id] = (stage.numCompletedTasks, stage.numTasks)
+        done = sum(d for d, _ in self._seen.values())
+        total = sum(t for _, t in self._seen.values())
+        self._bar.update(self._task, completed=done, total=max(total, 1))
+
+
 def emit_json(document: Any) -> None:
     """One JSON document on stdout (for scripts)."""
     print(json.dumps(document, indent=2, default=str))

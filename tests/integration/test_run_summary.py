@@ -77,3 +77,15 @@ def test_summary_rows_match_the_tables(spark, settings, tmp_path: Path) -> None:
     counts = run_query(local, "SELECT (SELECT count(*) FROM silver.events) AS events, "
                        "(SELECT count(*) FROM silver.quarantine) AS quarantined", 10)
     assert counts.to_dict("records") == [{"events": 5, "quarantined": 1}]
+
+
+def test_spark_tasks_bar_counts_the_tasks_of_new_jobs(spark) -> None:  # noqa: ANN001
+    """`lakecep backfill`'s bar: completed / total tasks of the jobs run inside, not those
+    of jobs before it."""
+    spark.range(10).repartition(3).count()  # an earlier job: not counted
+    bar = console.progress(disable=True)
+    task = bar.add_task("backfill", total=None)
+    with console.SparkTasks(spark.sparkContext, bar, task, every=0.05):
+        spark.sparkContext.parallelize(range(100), 7).map(lambda x: x * 2).sum()
+    shown = bar.tasks[0]
+    assert shown.total == shown.completed == 7
