@@ -721,7 +721,9 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
                 continue
             del sides.retiring[query_id]
             sides.save(queries)  # first: a crash below leaves state rows the next start drops
-            # (batch_id: the first batch without it; one row per rule and batch)
+            # (batch_id: the first batch without it. A redeployment of the rule in that
+            # batch records a second row with the same batch_id; readers order a rule's rows
+            # by (batch_id, deployed_at), so the redeployment, written later, is the newest)
             in_force.record([reload.Deployment(query_id, old, in_force.in_force.get(query_id),
                                                "retire", batch_id + 1, m_d)], detected)
             drop_stale_windows(spark, settings, [], stream, only=[old_version(old).id])
