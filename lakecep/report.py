@@ -485,6 +485,10 @@ def archive_section(lake: _Lake) -> Section:
                label="in the table", alpha=0.5)
     right.set_xlabel("Delta files")
     right.legend(fontsize="small")
+    if not frame["delta_files_total"].any():  # every load came from the RBuffer
+        right.set_xlim(0, 1)
+        right.text(0.5, 0.5, "no Delta file read", transform=right.transAxes, ha="center",
+                   va="center", fontsize="small", color="0.4")
     for ax in (left, right):
         ax.grid(axis="x", alpha=0.3)
     plot = image(fig, "live-archive cost per strategy",
