@@ -13,10 +13,10 @@ computed per match with the general closures.
 A ``WITHIN`` window is allowed (the runtime applies it exactly as the general matcher
 does; EMIT TIMEOUTS is not), and so is ALL ROWS PER MATCH (SHOW or OMIT EMPTY MATCHES:
 matching is vectorised, the per-row RUNNING measures and the output use the general
-path's code). Anything else -- alternation, PERMUTE, anchors, exclusion, SKIP TILL
-NEXT/ANY MATCH, ALL ROWS PER MATCH WITH UNMATCHED ROWS, consumption modes, EMIT TIMEOUTS, navigation
-to other variables, FIRST/LAST/aggregates/CLASSIFIER/MATCH_NUMBER in DEFINE -- runs on the
-general matcher (:mod:`cep_core.runtime.matcher`).
+path's code). Other patterns, SKIP TILL NEXT/ANY MATCH and ALL ROWS PER MATCH WITH
+UNMATCHED ROWS run on the compiled automaton. Consumption modes, EMIT TIMEOUTS, negation,
+navigation to other variables, FIRST/LAST/aggregates/CLASSIFIER/MATCH_NUMBER in DEFINE
+run on the general matcher (:mod:`cep_core.runtime.matcher`).
 """
 
 from __future__ import annotations
@@ -98,6 +98,8 @@ class FastPlan:
             extra = {"ALL SHOW": "; ALL ROWS PER MATCH", "ALL OMIT": "; ALL ROWS PER MATCH OMIT "
                      "EMPTY MATCHES", "ALL UNMATCHED": "; ALL ROWS PER MATCH WITH UNMATCHED "
                      "ROWS"}.get(rows, "")
+            if m.selection != "STRICT":
+                extra += f"; SKIP TILL {m.selection} MATCH"
             return f"compiled: automaton{window}{extra}"
         parts = []
         for it in self.items:
@@ -129,8 +131,9 @@ def plan_fast(q: CompiledQuery, engine: str | None = None) -> tuple[FastPlan | N
     reason = _ineligible(q)
     if reason is None:
         items = _items(q.match.pattern, {n: i for i, n in enumerate(q.variables)})
-        if items is not None and q.match.rows_per_match == "ALL UNMATCHED":
-            items = None  # the vectorised items path does not report unmatched rows
+        if items is not None and (q.match.rows_per_match == "ALL UNMATCHED"
+                                  or q.match.selection != "STRICT"):
+            items = None  # the vectorised items path: no unmatched rows, no skipped rows
         plan = FastPlan(q, items, vector_measures(q) if items is not None else None)
         return plan, plan.describe()
     if engine == "fast":
@@ -141,8 +144,6 @@ def plan_fast(q: CompiledQuery, engine: str | None = None) -> tuple[FastPlan | N
 # ---------------------------------------------------------------------- eligibility
 def _ineligible(q: CompiledQuery) -> str | None:
     m = q.match
-    if m.selection != "STRICT":
-        return f"SKIP TILL {m.selection} MATCH"
     if getattr(m, "consumption", None) is not None:
         return "CONSUMPTION"
     if getattr(m, "emit_timeouts", False):

@@ -340,15 +340,16 @@ class _FastBound:
         part_of_row = _part_of_row(bounds)
         skip = bound.skip
         o_start, o_end, o_num, o_unm, o_lab, bad, _ = run_kernel(
-            automaton, bits, bounds, horizon, skip, q.match.rows_per_match == "ALL UNMATCHED")
+            automaton, bits, bounds, horizon, skip, q.match.rows_per_match == "ALL UNMATCHED",
+            selection=q.match.selection)
         if bad >= 0:
             raw = raw_matches(o_start[:bad + 1], o_end[:bad + 1], o_num[:bad + 1],
                                o_unm[:bad + 1], o_lab, automaton)[-1]
             skip.next_start(raw)  # raises the general matcher's error
             raise AssertionError("unreachable")  # pragma: no cover
         keep = ~o_unm
-        arrays = (o_start[keep], o_end[keep], o_num[keep], automaton.var[o_lab],
-                  automaton.excluded[o_lab])
+        arrays = (o_start[keep], o_end[keep], o_num[keep], automaton.label_var(o_lab),
+                  automaton.label_excluded(o_lab))
         records = (o_start, o_end, o_num, o_unm, o_lab, automaton, part_of_row)
         return _KernelResult(self, df, work, positions, bounds, records, arrays)
 
@@ -1075,10 +1076,12 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
                horizon: np.ndarray | None,
                skip: SkipPolicy, report_unmatched: bool, first: list[int] | None = None,
                covered: list[int] | None = None, begin: list[int] | None = None,
-               open_: bool = False) -> tuple[Any, ...]:
+               open_: bool = False, selection: str = "STRICT") -> tuple[Any, ...]:
     """:func:`cep_core.runtime.kernel.run` over the partitions ``bounds`` (defaults: every
     partition from its first row, '^' there, closed); returns its results and the stop
-    row per partition."""
+    row per partition. Each match's labels cover its rows ``start..end-1``; under SKIP
+    TILL ... MATCH (``selection``) rows it skipped have the label ``n_states``
+    (:meth:`cep_core.compile.nfa.Automaton.label_var` -1)."""
     from . import kernel
 
     b = np.asarray(bounds if len(bounds) > 1 else [0, 0], dtype=np.int64)
@@ -1097,7 +1100,8 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
                      horizon is not None,
                      automaton.var, automaton.ptr, automaton.targets, kind,
                      np.int64(mask_bits), report_unmatched, kernel.MEMO_LIMIT, arr(first),
-                     arr(covered), arr(begin), open_, automaton.touches_end, stops)
+                     arr(covered), arr(begin), open_, automaton.touches_end, stops,
+                     kernel.SELECTIONS[selection])
     return (*out, stops)
 
 
@@ -1223,7 +1227,7 @@ def measure_values(measures: list[FastMeasure], columns: list[str | None], names
     for me, col in zip(measures, columns, strict=True):
         if me.kind in ("nav", "count"):
             if me.var is None:
-                inside = np.ones(len(labels), dtype=bool)
+                inside = labels >= 0  # not a row skipped under SKIP TILL ... MATCH
             else:
                 inside = np.isin(labels, np.fromiter(me.var, dtype=np.int64))
             cs = np.zeros(len(labels) + 1, dtype=np.int64)
@@ -1257,18 +1261,24 @@ def measure_values(measures: list[FastMeasure], columns: list[str | None], names
 def raw_matches(o_start: np.ndarray, o_end: np.ndarray, o_num: np.ndarray,
                  o_unm: np.ndarray, o_lab: np.ndarray, automaton: Automaton) -> list[RawMatch]:
     """The kernel's output records as the general matcher's RawMatch objects."""
-    lab_var = automaton.var[o_lab].tolist()
-    lab_excl = automaton.excluded[o_lab].tolist()
+    lab_var = automaton.label_var(o_lab).tolist()
+    lab_excl = automaton.label_excluded(o_lab).tolist()
+    skipped = bool(len(o_lab)) and bool((o_lab == automaton.n_states).any())
     out: list[RawMatch] = []
     at = 0
     for a, b, num, unm in zip(o_start.tolist(), o_end.tolist(), o_num.tolist(),
                               o_unm.tolist(), strict=True):
         if unm:
             out.append(RawMatch(a, 0, unmatched=True))
+            continue
+        if skipped:  # SKIP TILL ... MATCH: the rows skipped are not in the match
+            kept = [i for i in range(b - a) if lab_var[at + i] >= 0]
+            out.append(RawMatch(a, num, [a + i for i in kept], [lab_var[at + i] for i in kept],
+                                [lab_excl[at + i] for i in kept]))
         else:
             out.append(RawMatch(a, num, list(range(a, b)), lab_var[at:at + b - a],
                                 lab_excl[at:at + b - a]))
-            at += b - a
+        at += b - a
     return out
 
 
@@ -1282,7 +1292,8 @@ def all_rows_vectorised(fb: _FastBound, df: pd.DataFrame, work: dict[str, pd.Ser
     measures = fb.vector_measures
     q = fb.plan.q
     if measures is None or any(getattr(me.expr, "semantics", None) == "FINAL"
-                               for me in q.match.measures):
+                               for me in q.match.measures) or (
+            len(labels) and bool((labels < 0).any())):  # rows skipped by SKIP TILL
         return None
     m = len(start)
     length = end - start

@@ -15,6 +15,15 @@ to a match from any start row (conditions depend on the row only), so later atte
 threads that reach them: every (state, row) pair is expanded a bounded number of times,
 which keeps patterns like ``(A+)+ B`` linear.
 
+SKIP TILL NEXT / ANY MATCH (the general matcher's LABEL that scans ahead once the match
+has a row): a thread that has consumed a row and sits in a state whose condition the
+current row fails keeps waiting in that state for a later row; under ANY it also waits
+when the row satisfies it, as the alternative less preferred than taking the row (the
+depth-first matcher tries later rows for a label only after every path that takes the
+earlier one). A waiting thread in state s at row r has the future of a thread entering s
+at r, so the (state, row) rules above hold for it too; only the states entered before the
+first row of an attempt (which must take that row) are not remembered across attempts.
+
 This module imports numba; it is only imported when a query runs on the kernel.
 """
 
@@ -25,6 +34,9 @@ from numba import njit  # type: ignore[import-untyped, unused-ignore]
 
 # Skip kinds as the kernel takes them.
 PAST_LAST_ROW, TO_NEXT_ROW, TO_FIRST, TO_LAST = 0, 1, 2, 3
+# Selection strategies as the kernel takes them.
+STRICT, NEXT, ANY = 0, 1, 2
+SELECTIONS = {"STRICT": STRICT, "NEXT": NEXT, "ANY": ANY}
 MEMO_LIMIT = 1 << 24  # (rows + 1) x states of a partition for cross-attempt memoisation
 
 
@@ -62,7 +74,7 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
         state_var: np.ndarray, ptr: np.ndarray, targets: np.ndarray, skip_kind: int,
         skip_mask: np.int64, report_unmatched: bool, memo_limit: int,
         first: np.ndarray, covered_from: np.ndarray, begin: np.ndarray, open_: bool,
-        touches_end: np.ndarray, stops: np.ndarray
+        touches_end: np.ndarray, stops: np.ndarray, selection: int
         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                    int]:  # pragma: no cover - compiled
     """Matches of every partition ``bounds[j]..bounds[j+1]-1``, from its row ``first[j]``
@@ -77,7 +89,10 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     ``open_`` (incremental matching): more rows may follow each partition; the first
     attempt whose outcome depends on them (a thread still alive after the last row, or a
     '$' passed there) stops the partition, and ``stops[j]`` is set to its start row (else
-    to the end of the partition)."""
+    to the end of the partition).
+
+    ``selection`` (SKIP TILL NEXT / ANY MATCH, see the module docstring): a matched row
+    between two others may be skipped; the label of a skipped row is ``n_states``."""
     n_states = len(state_var)
     accept = n_states
     o_start = np.empty(16, dtype=np.int64)
@@ -93,6 +108,8 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     nxt_n = np.empty(n_states + 1, dtype=np.int64)
     node_parent = np.empty(64, dtype=np.int64)
     node_state = np.empty(64, dtype=np.int64)
+    node_row = np.empty(64, dtype=np.int64)
+    scan = selection != STRICT
     stamp = np.full(n_states + 1, -1, dtype=np.int64)
     step = 0
     failed = np.zeros(len(bits) + 1, dtype=np.bool_)
@@ -129,8 +146,10 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                     best_end = pos
                     best_node = -1
                     break
-                if not _enter(memo, marks, failed, stamp, (pos - lo) * n_states + t, t,
-                              start, step):
+                # (under SKIP TILL, a state entered here must take this very row: not
+                # the future of the same state entered later, so not remembered)
+                if not _enter(memo and not scan, marks, failed, stamp,
+                              (pos - lo) * n_states + t, t, start, step):
                     continue
                 cur_s[n_cur] = t
                 cur_n[n_cur] = -1
@@ -147,12 +166,21 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                     for c in range(n_cur):
                         s = cur_s[c]
                         if (b & var_bit[s]) == 0:
+                            if scan and pos > start:
+                                # skip the row, keep waiting in s for a later one
+                                if _enter(memo, marks, failed, stamp,
+                                          (pos + 1 - lo) * n_states + s, s, start, step):
+                                    nxt_s[n_nxt] = s
+                                    nxt_n[n_nxt] = cur_n[c]
+                                    n_nxt += 1
                             continue
                         if n_nodes == len(node_parent):
                             node_parent = _grow(node_parent, n_nodes + 1)
                             node_state = _grow(node_state, n_nodes + 1)
+                            node_row = _grow(node_row, n_nodes + 1)
                         node_parent[n_nodes] = cur_n[c]
                         node_state[n_nodes] = s
+                        node_row[n_nodes] = pos
                         node = n_nodes
                         n_nodes += 1
                         i = (s + 1) * 4 + case
@@ -174,6 +202,14 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                             n_nxt += 1
                         if accepted:
                             break  # less preferred threads are cut
+                        if selection == ANY and pos > start:
+                            # SKIP TILL ANY MATCH: a later row for s is the alternative,
+                            # less preferred than taking this one
+                            if _enter(memo, marks, failed, stamp,
+                                      (pos + 1 - lo) * n_states + s, s, start, step):
+                                nxt_s[n_nxt] = s
+                                nxt_n[n_nxt] = cur_n[c]
+                                n_nxt += 1
                 tmp_s = cur_s
                 cur_s = nxt_s
                 nxt_s = tmp_s
@@ -216,9 +252,15 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
             length = best_end - start
             o_lab = _grow(o_lab, n_lab + length)
             node = best_node
-            for r in range(length - 1, -1, -1):
-                o_lab[n_lab + r] = node_state[node]
-                node = node_parent[node]
+            if scan:
+                o_lab[n_lab:n_lab + length] = n_states  # skipped rows
+                while node >= 0:
+                    o_lab[n_lab + node_row[node] - start] = node_state[node]
+                    node = node_parent[node]
+            else:
+                for r in range(length - 1, -1, -1):
+                    o_lab[n_lab + r] = node_state[node]
+                    node = node_parent[node]
             first_lab = n_lab
             n_lab += length
             if length > 0:
@@ -233,14 +275,14 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                 target = -1
                 if skip_kind == TO_FIRST:
                     for r in range(length):
-                        v = state_var[o_lab[first_lab + r]]
-                        if (skip_mask >> v) & 1:
+                        lab = o_lab[first_lab + r]
+                        if lab < n_states and (skip_mask >> state_var[lab]) & 1:
                             target = start + r
                             break
                 else:
                     for r in range(length - 1, -1, -1):
-                        v = state_var[o_lab[first_lab + r]]
-                        if (skip_mask >> v) & 1:
+                        lab = o_lab[first_lab + r]
+                        if lab < n_states and (skip_mask >> state_var[lab]) & 1:
                             target = start + r
                             break
                 if target < 0 or target == start:
