@@ -52,6 +52,7 @@ from ..errors import QueryError, query_errors
 from ..language import ast
 from ..runtime.consumption import Consumer, Instance
 from ..runtime.fast import (
+    TOO_MANY_THREADS,
     match_measure_values,
     measure_values,
     raw_matches,
@@ -390,6 +391,10 @@ class IncrementalMatcher:
             if kernel is not None and mode is None:
                 next_starts = self._advance_kernels(bound, kernel, open_, st, work, bounds,
                                                     todo, ids, names, out, parts, want_table)
+                if next_starts is None:  # the kernel gave up: the general matcher
+                    matcher, st = bound._matcher(work)
+                    matcher.open = open_
+                    st.open = open_
             for i, (lo, hi, start, key, state) in enumerate(todo):
                 st.lo, st.hi = lo, hi
                 part = _Partition(key, lo, hi, [])
@@ -535,15 +540,16 @@ class IncrementalMatcher:
                          st: MatchState, work: pd.DataFrame, bounds: list[int],
                          todo: list[tuple[int, int, int, tuple[Any, ...], PartitionState]],
                          ids: np.ndarray, names: list[str], out: list[Match],
-                         parts: list[_Partition], want_table: bool) -> list[int]:
+                         parts: list[_Partition], want_table: bool) -> list[int] | None:
         """:meth:`_advance` with the compiled kernel, for every partition of ``todo``
         (``lo, hi, start, key, state``) in one call: it runs each partition's attempts from
         ``start`` up to the first one that waits for more rows, and the matches before it
         are emitted, with vectorisable measures computed over all of them at once
         (:func:`cep_core.runtime.fast.match_measure_values`). Returns the next start of
-        each partition. (Without NEXT, which the kernel path excludes, no measure reads a
-        row that has not arrived: a match the kernel found never waits.)"""
-        fb, automaton, bits, horizon = kernel
+        each partition, or None if the kernel gave up (too many threads with aggregates in
+        DEFINE; nothing was emitted). (Without NEXT, which the kernel path excludes, no
+        measure reads a row that has not arrived: a match the kernel found never waits.)"""
+        fb, automaton, bits, horizon, aggs = kernel
         unmatched = self.compiled.match.rows_per_match == "ALL UNMATCHED"
         first = list(bounds[1:])
         covered = list(first)
@@ -559,7 +565,10 @@ class IncrementalMatcher:
             begin[j] = lo if state.trimmed == 0 else -1
         o_start, o_end, o_num, o_unm, o_lab, bad, stops = run_kernel(
             automaton, bits, bounds, horizon, bound.skip, unmatched, first=first,
-            covered=covered, begin=begin, open_=open_, selection=self.compiled.match.selection)
+            covered=covered, begin=begin, open_=open_, selection=self.compiled.match.selection,
+            aggs=aggs)
+        if bad == TOO_MANY_THREADS:
+            return None  # nothing emitted yet: the general matcher runs this feed
         part_of = np.searchsorted(np.asarray(bounds[1:], dtype=np.int64), o_start,
                                   side="right")
         base = np.zeros(len(first), dtype=np.int64)  # matches emitted before, per partition

@@ -108,7 +108,13 @@ class _FastBound:
         index = {n: i for i, n in enumerate(q.variables)}
         scope = Scope(bound.columns, q._sets, "DEFINE")
         for d in q.match.defines:
-            self.conditions[index[d.var]] = self._rewrite(d.condition, scope, 0)
+            cond = plan.local[d.var]
+            self.conditions[index[d.var]] = None if cond is None else self._rewrite(
+                cond, scope, 0)
+        # aggregate conditions (compiled kernel): the column aggregated, the other side
+        self.agg_columns = [None if a.column is None else scope.column(a.column)
+                            for a in plan.agg_checks]
+        self.agg_others = [self._rewrite(a.other, scope, 0) for a in plan.agg_checks]
         within = q.match.within
         self.window_column = bound.order_cols[0] if within is not None else None
         self.needed = list(dict.fromkeys(
@@ -336,12 +342,14 @@ class _FastBound:
         inputs = self.kernel_inputs(work, n, bounds)
         if inputs is None:
             return None
-        bits, horizon = inputs
+        bits, horizon, aggs = inputs
         part_of_row = _part_of_row(bounds)
         skip = bound.skip
         o_start, o_end, o_num, o_unm, o_lab, bad, _ = run_kernel(
             automaton, bits, bounds, horizon, skip, q.match.rows_per_match == "ALL UNMATCHED",
-            selection=q.match.selection)
+            selection=q.match.selection, aggs=aggs)
+        if bad == TOO_MANY_THREADS:
+            return None
         if bad >= 0:
             raw = raw_matches(o_start[:bad + 1], o_end[:bad + 1], o_num[:bad + 1],
                                o_unm[:bad + 1], o_lab, automaton)[-1]
@@ -354,30 +362,77 @@ class _FastBound:
         return _KernelResult(self, df, work, positions, bounds, records, arrays)
 
     def kernel_inputs(self, work: Any, n: int, bounds: list[int]) -> tuple[
-            np.ndarray, np.ndarray | None] | None:
+            np.ndarray, np.ndarray | None, tuple[np.ndarray, ...] | None] | None:
         """The kernel's per-row inputs over sorted rows ``work`` (a mapping of the needed
-        columns) with partitions ``bounds``: the condition bits, and with WITHIN the end
-        row of each start row's window; None when this input needs the general path."""
+        columns) with partitions ``bounds``: the condition bits, with WITHIN the end row of
+        each start row's window, and the aggregate conditions' arrays (see
+        :func:`cep_core.runtime.kernel.run`; None: no aggregate conditions); None when
+        this input needs the general path."""
         nparts = len(bounds) - 1
         starts_of = np.asarray(bounds[:-1], dtype=np.int64)
         part_of_row = _part_of_row(bounds)
         try:
             masks = self._masks(work, n, starts_of, part_of_row)
+            aggs = self._agg_inputs(self._column_reader(work, n, starts_of, part_of_row), n)
         except QueryError:
             return None  # let the general path evaluate (and report) row by row
+        except _NotSimple:
+            return None  # an aggregate over values float64 does not hold exactly
         bits = row_bits(masks, n)
         if self.window_column is None:
-            return bits, None
+            return bits, None, aggs
         pad_of_row = np.arange(n, dtype=np.int64) + part_of_row
         window = _Window.build(work[self.window_column], self.plan.q.match, pad_of_row,
                                n + nparts, np.int64)
         if window is None:
             return None
-        return bits, np.asarray(window.horizon(pad_of_row), dtype=np.int64) - part_of_row
+        return (bits, np.asarray(window.horizon(pad_of_row), dtype=np.int64) - part_of_row,
+                aggs)
 
-    def _masks(self, work: dict[str, pd.Series], n: int, starts_of: np.ndarray,
-               part_of_row: np.ndarray) -> list[np.ndarray | None]:
-        q = self.plan.q
+    def _agg_inputs(self, column: Any, n: int) -> tuple[np.ndarray, ...] | None:
+        """The aggregate conditions as the kernel takes them, or None if there are none;
+        raises _NotSimple when a value is not a number float64 holds exactly (integers
+        whose running sums could pass 2**53)."""
+        from . import kernel
+
+        checks = self.plan.agg_checks
+        if not checks:
+            return None
+        k = len(checks)
+        val = np.zeros((k, n), dtype=np.float64)
+        ok = np.ones((k, n), dtype=bool)
+        rhs = np.zeros((k, n), dtype=np.float64)
+        rhs_ok = np.ones((k, n), dtype=bool)
+        n_vars = len(self.plan.q.variables)
+        for i, (name, other) in enumerate(zip(self.agg_columns,
+                                              self.agg_others, strict=True)):
+            if name is not None:
+                values, null = column(name)
+                if values.dtype.kind in "iu" and len(values) and (
+                        float(np.abs(values.astype(np.float64)).sum()) >= _EXACT):
+                    raise _NotSimple
+                val[i] = values
+                ok[i] = ~null
+            y, y_null = _np_number(other, column)
+            y = np.broadcast_to(np.asarray(y), (n,))
+            if y.dtype.kind in "iu" and n and int(np.abs(y).max()) >= _EXACT:
+                raise _NotSimple
+            if y.dtype.kind not in "iuf":
+                raise _NotSimple
+            rhs[i] = y
+            rhs_ok[i] = ~np.broadcast_to(np.asarray(y_null, dtype=bool), (n,))
+        over = [sum(1 << v for v in (c.over if c.over is not None else range(n_vars)))
+                for c in checks]
+        return (val, ok, np.asarray(over, dtype=np.uint64),
+                np.asarray([kernel.AGG_FUNCS[c.func] for c in checks], dtype=np.int64),
+                np.asarray([c.owner for c in checks], dtype=np.int64),
+                np.asarray([kernel.AGG_OPS.index(c.op) for c in checks], dtype=np.int64),
+                rhs, rhs_ok)
+
+    def _column_reader(self, work: dict[str, pd.Series], n: int, starts_of: np.ndarray,
+                       part_of_row: np.ndarray) -> Any:
+        """``column(name)``: a numeric input or shifted helper column as (values, NULL
+        mask), for :func:`_np_bool`; raises _NotSimple for other columns."""
         rows = np.arange(n, dtype=np.int64)
         part_lo = starts_of[part_of_row] if n else rows
         part_hi = np.append(starts_of[1:], n)[part_of_row] if n else rows
@@ -392,6 +447,16 @@ class _FastBound:
             if key not in cache:
                 cache[key] = _np_column(work[source], shift, rows, part_lo, part_hi)
             return cache[key]
+
+        return column
+
+    def _masks(self, work: dict[str, pd.Series], n: int, starts_of: np.ndarray,
+               part_of_row: np.ndarray) -> list[np.ndarray | None]:
+        q = self.plan.q
+        rows = np.arange(n, dtype=np.int64)
+        part_lo = starts_of[part_of_row] if n else rows
+        part_hi = np.append(starts_of[1:], n)[part_of_row] if n else rows
+        column = self._column_reader(work, n, starts_of, part_of_row)
 
         codes_cache: dict[str, tuple[np.ndarray, list[str]] | None] = {}
 
@@ -1072,16 +1137,26 @@ def row_bits(masks: list[np.ndarray | None], n: int) -> np.ndarray:
     return bits
 
 
+TOO_MANY_THREADS = -2  # run_kernel's bad index when the general matcher must run
+_NO_AGGS = (np.zeros((0, 0), dtype=np.float64), np.zeros((0, 0), dtype=bool),
+            np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64),
+            np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+            np.zeros((0, 0), dtype=np.float64), np.zeros((0, 0), dtype=bool))
+
+
 def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
                horizon: np.ndarray | None,
                skip: SkipPolicy, report_unmatched: bool, first: list[int] | None = None,
                covered: list[int] | None = None, begin: list[int] | None = None,
-               open_: bool = False, selection: str = "STRICT") -> tuple[Any, ...]:
+               open_: bool = False, selection: str = "STRICT",
+               aggs: tuple[np.ndarray, ...] | None = None) -> tuple[Any, ...]:
     """:func:`cep_core.runtime.kernel.run` over the partitions ``bounds`` (defaults: every
     partition from its first row, '^' there, closed); returns its results and the stop
     row per partition. Each match's labels cover its rows ``start..end-1``; under SKIP
     TILL ... MATCH (``selection``) rows it skipped have the label ``n_states``
-    (:meth:`cep_core.compile.nfa.Automaton.label_var` -1)."""
+    (:meth:`cep_core.compile.nfa.Automaton.label_var` -1). ``aggs``: the aggregate
+    conditions (:meth:`_FastBound.kernel_inputs`); the bad record index is then
+    ``TOO_MANY_THREADS`` if the kernel gave up (the general matcher must run)."""
     from . import kernel
 
     b = np.asarray(bounds if len(bounds) > 1 else [0, 0], dtype=np.int64)
@@ -1096,12 +1171,14 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
     def arr(values: list[int] | None) -> np.ndarray:
         return lows.copy() if values is None else np.asarray(values, dtype=np.int64)
 
+    a = aggs if aggs is not None else _NO_AGGS
     out = kernel.run(bits, b, np.zeros(0, dtype=np.int64) if horizon is None else horizon,
                      horizon is not None,
                      automaton.var, automaton.ptr, automaton.targets, kind,
                      np.int64(mask_bits), report_unmatched, kernel.MEMO_LIMIT, arr(first),
                      arr(covered), arr(begin), open_, automaton.touches_end, stops,
-                     kernel.SELECTIONS[selection])
+                     kernel.SELECTIONS[selection], a[0], a[1], a[2], a[3], a[4], a[5], a[6],
+                     a[7], kernel.MAX_AGG_THREADS)
     return (*out, stops)
 
 

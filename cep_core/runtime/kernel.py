@@ -24,6 +24,15 @@ earlier one). A waiting thread in state s at row r has the future of a thread en
 at r, so the (state, row) rules above hold for it too; only the states entered before the
 first row of an attempt (which must take that row) are not remembered across attempts.
 
+Aggregates in DEFINE (``UP AS chg > 0 AND SUM(UP.chg) <= 6``; a conjunct ``AGG(column)
+<op> row-local expression`` of COUNT/SUM/AVG/MIN/MAX over a column of numbers that float64
+holds exactly): each thread carries the running aggregates of its path, updated when it
+consumes a row; a row satisfies a variable if its bit is set and its aggregate conditions
+hold with the row included. Two threads in the same state at the same row then have the
+same future only if their aggregates are equal too: both are kept otherwise, so the number
+of threads is no longer bounded by the states (past ``MAX_AGG_THREADS`` the caller falls
+back to the general matcher), and nothing is remembered across attempts.
+
 This module imports numba; it is only imported when a query runs on the kernel.
 """
 
@@ -37,6 +46,12 @@ PAST_LAST_ROW, TO_NEXT_ROW, TO_FIRST, TO_LAST = 0, 1, 2, 3
 # Selection strategies as the kernel takes them.
 STRICT, NEXT, ANY = 0, 1, 2
 SELECTIONS = {"STRICT": STRICT, "NEXT": NEXT, "ANY": ANY}
+# Aggregates in DEFINE as the kernel takes them; comparisons are in AGG_OPS' order.
+AGG_COUNT, AGG_SUM, AGG_AVG, AGG_MIN, AGG_MAX = 0, 1, 2, 3, 4
+AGG_FUNCS = {"COUNT": AGG_COUNT, "SUM": AGG_SUM, "AVG": AGG_AVG, "MIN": AGG_MIN,
+             "MAX": AGG_MAX}
+AGG_OPS = ("=", "<>", "<", "<=", ">", ">=")
+MAX_AGG_THREADS = 4096  # live threads per row with aggregates, else the general matcher
 MEMO_LIMIT = 1 << 24  # (rows + 1) x states of a partition for cross-attempt memoisation
 
 
@@ -69,12 +84,96 @@ def _enter(memo: bool, marks: np.ndarray, failed: np.ndarray, stamp: np.ndarray,
     return True
 
 
+@njit(cache=True, inline="always")
+def _admit(n_aggs: int, memo: bool, marks: np.ndarray, failed: np.ndarray, stamp: np.ndarray,
+           m_i: int, t: int, start: int, step: int, n_nxt: int, nxt_s: np.ndarray,
+           nxt_acc: np.ndarray, nxt_cnt: np.ndarray, acc: np.ndarray,
+           cnt: np.ndarray) -> bool:  # pragma: no cover - compiled
+    """Whether a thread may enter state ``t`` at the next row: :func:`_enter` without
+    aggregates; with them, unless a preferred thread of this step is in ``t`` with the same
+    running aggregates (the same future)."""
+    if n_aggs == 0:
+        return _enter(memo, marks, failed, stamp, m_i, t, start, step)
+    for i in range(n_nxt):
+        if nxt_s[i] != t:
+            continue
+        same = True
+        for k in range(n_aggs):
+            if nxt_cnt[i, k] != cnt[k] or (cnt[k] > 0 and nxt_acc[i, k] != acc[k]):
+                same = False
+                break
+        if same:
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def _aggregates_hold(v: int, pos: int, acc: np.ndarray, cnt: np.ndarray, out_acc: np.ndarray,
+                     out_cnt: np.ndarray, agg_val: np.ndarray, agg_ok: np.ndarray,
+                     agg_over: np.ndarray, agg_func: np.ndarray, agg_owner: np.ndarray,
+                     agg_op: np.ndarray, agg_rhs: np.ndarray,
+                     agg_rhs_ok: np.ndarray) -> bool:  # pragma: no cover - compiled
+    """Row ``pos`` mapped to variable ``v`` after a path with running aggregates ``acc,
+    cnt``: the aggregates with it (into ``out_acc, out_cnt``) and whether every aggregate
+    condition of ``v``'s DEFINE is TRUE (RUNNING semantics: the row is included)."""
+    ok = True
+    for k in range(len(agg_func)):
+        a = acc[k]
+        n = cnt[k]
+        if (agg_over[k] >> np.uint64(v)) & np.uint64(1) and agg_ok[k, pos]:
+            x = agg_val[k, pos]
+            f = agg_func[k]
+            if n == 0:
+                a = x
+            elif f == AGG_SUM or f == AGG_AVG:
+                a = a + x
+            elif f == AGG_MIN:
+                a = x if x < a else a
+            elif f == AGG_MAX:
+                a = x if x > a else a
+            n += 1
+        out_acc[k] = a
+        out_cnt[k] = n
+        if agg_owner[k] != v or not ok:
+            continue
+        if not agg_rhs_ok[k, pos]:
+            ok = False
+            continue
+        if agg_func[k] == AGG_COUNT:
+            value = float(n)
+        elif n == 0:
+            ok = False  # NULL
+            continue
+        elif agg_func[k] == AGG_AVG:
+            value = a / n
+        else:
+            value = a
+        y = agg_rhs[k, pos]
+        op = agg_op[k]
+        if op == 0:
+            ok = value == y
+        elif op == 1:
+            ok = value != y
+        elif op == 2:
+            ok = value < y
+        elif op == 3:
+            ok = value <= y
+        elif op == 4:
+            ok = value > y
+        else:
+            ok = value >= y
+    return ok
+
+
 @njit(cache=True)
 def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: bool,
         state_var: np.ndarray, ptr: np.ndarray, targets: np.ndarray, skip_kind: int,
         skip_mask: np.int64, report_unmatched: bool, memo_limit: int,
         first: np.ndarray, covered_from: np.ndarray, begin: np.ndarray, open_: bool,
-        touches_end: np.ndarray, stops: np.ndarray, selection: int
+        touches_end: np.ndarray, stops: np.ndarray, selection: int,
+        agg_val: np.ndarray, agg_ok: np.ndarray, agg_over: np.ndarray, agg_func: np.ndarray,
+        agg_owner: np.ndarray, agg_op: np.ndarray, agg_rhs: np.ndarray,
+        agg_rhs_ok: np.ndarray, max_threads: int
         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                    int]:  # pragma: no cover - compiled
     """Matches of every partition ``bounds[j]..bounds[j+1]-1``, from its row ``first[j]``
@@ -92,7 +191,14 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     to the end of the partition).
 
     ``selection`` (SKIP TILL NEXT / ANY MATCH, see the module docstring): a matched row
-    between two others may be skipped; the label of a skipped row is ``n_states``."""
+    between two others may be skipped; the label of a skipped row is ``n_states``.
+
+    ``agg_*`` (one entry per aggregate condition ``AGG(column) <op> rhs`` of a DEFINE, see
+    the module docstring): the column per row and whether it is non-NULL, the variables
+    aggregated over (bit mask), the function, the variable whose DEFINE has the condition,
+    the comparison and its right-hand side per row. If a step needs more than
+    ``max_threads`` threads, matching stops and the bad record index is -2 (the caller
+    runs the general matcher)."""
     n_states = len(state_var)
     accept = n_states
     o_start = np.empty(16, dtype=np.int64)
@@ -102,10 +208,20 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     o_lab = np.empty(16, dtype=np.int32)
     n_out = 0
     n_lab = 0
-    cur_s = np.empty(n_states + 1, dtype=np.int64)
-    cur_n = np.empty(n_states + 1, dtype=np.int64)
-    nxt_s = np.empty(n_states + 1, dtype=np.int64)
-    nxt_n = np.empty(n_states + 1, dtype=np.int64)
+    n_aggs = len(agg_func)
+    cap = n_states + 1 if n_aggs == 0 else max(n_states + 1, max_threads)
+    cur_s = np.empty(cap, dtype=np.int64)
+    cur_n = np.empty(cap, dtype=np.int64)
+    nxt_s = np.empty(cap, dtype=np.int64)
+    nxt_n = np.empty(cap, dtype=np.int64)
+    cur_acc = np.zeros((cap, n_aggs), dtype=np.float64)
+    cur_cnt = np.zeros((cap, n_aggs), dtype=np.int64)
+    nxt_acc = np.zeros((cap, n_aggs), dtype=np.float64)
+    nxt_cnt = np.zeros((cap, n_aggs), dtype=np.int64)
+    new_acc = np.zeros(n_aggs, dtype=np.float64)
+    new_cnt = np.zeros(n_aggs, dtype=np.int64)
+    zero_acc = np.zeros(n_aggs, dtype=np.float64)
+    zero_cnt = np.zeros(n_aggs, dtype=np.int64)
     node_parent = np.empty(64, dtype=np.int64)
     node_state = np.empty(64, dtype=np.int64)
     node_row = np.empty(64, dtype=np.int64)
@@ -119,7 +235,7 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     for j in range(len(bounds) - 1):
         lo = bounds[j]
         hi = bounds[j + 1]
-        memo = (not has_window) and (hi - lo + 1) * n_states <= memo_limit
+        memo = (not has_window) and n_aggs == 0 and (hi - lo + 1) * n_states <= memo_limit
         marks = np.full((hi - lo + 1) * n_states if memo else 1, -1, dtype=np.int64)
         start = first[j]
         covered = covered_from[j]
@@ -148,11 +264,15 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                     break
                 # (under SKIP TILL, a state entered here must take this very row: not
                 # the future of the same state entered later, so not remembered)
-                if not _enter(memo and not scan, marks, failed, stamp,
-                              (pos - lo) * n_states + t, t, start, step):
+                if not _admit(n_aggs, memo and not scan, marks, failed, stamp,
+                              (pos - lo) * n_states + t, t, start, step, n_cur, cur_s,
+                              cur_acc, cur_cnt, zero_acc, zero_cnt):
                     continue
                 cur_s[n_cur] = t
                 cur_n[n_cur] = -1
+                for k in range(n_aggs):
+                    cur_acc[n_cur, k] = 0.0
+                    cur_cnt[n_cur, k] = 0
                 n_cur += 1
             while n_cur > 0:
                 step += 1
@@ -165,13 +285,27 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                     case = (2 if pos + 1 == at_begin else 0) + (1 if pos + 1 == hi else 0)
                     for c in range(n_cur):
                         s = cur_s[c]
-                        if (b & var_bit[s]) == 0:
+                        holds = (b & var_bit[s]) != 0
+                        if holds and n_aggs > 0:
+                            holds = _aggregates_hold(
+                                state_var[s], pos, cur_acc[c], cur_cnt[c], new_acc, new_cnt,
+                                agg_val, agg_ok, agg_over, agg_func, agg_owner, agg_op,
+                                agg_rhs, agg_rhs_ok)
+                        if not holds:
                             if scan and pos > start:
                                 # skip the row, keep waiting in s for a later one
-                                if _enter(memo, marks, failed, stamp,
-                                          (pos + 1 - lo) * n_states + s, s, start, step):
+                                if _admit(n_aggs, memo, marks, failed, stamp,
+                                          (pos + 1 - lo) * n_states + s, s, start, step,
+                                          n_nxt, nxt_s, nxt_acc, nxt_cnt, cur_acc[c],
+                                          cur_cnt[c]):
+                                    if n_nxt == cap:
+                                        return (o_start[:n_out], o_end[:n_out],
+                                                o_num[:n_out], o_unm[:n_out], o_lab[:n_lab],
+                                                -2)
                                     nxt_s[n_nxt] = s
                                     nxt_n[n_nxt] = cur_n[c]
+                                    nxt_acc[n_nxt] = cur_acc[c]
+                                    nxt_cnt[n_nxt] = cur_cnt[c]
                                     n_nxt += 1
                             continue
                         if n_nodes == len(node_parent):
@@ -194,21 +328,34 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                                 best_node = node
                                 accepted = True
                                 break
-                            if not _enter(memo, marks, failed, stamp,
-                                          (pos + 1 - lo) * n_states + t, t, start, step):
+                            if not _admit(n_aggs, memo, marks, failed, stamp,
+                                          (pos + 1 - lo) * n_states + t, t, start, step,
+                                          n_nxt, nxt_s, nxt_acc, nxt_cnt, new_acc, new_cnt):
                                 continue
+                            if n_nxt == cap:
+                                return (o_start[:n_out], o_end[:n_out], o_num[:n_out],
+                                        o_unm[:n_out], o_lab[:n_lab], -2)
                             nxt_s[n_nxt] = t
                             nxt_n[n_nxt] = node
+                            nxt_acc[n_nxt] = new_acc
+                            nxt_cnt[n_nxt] = new_cnt
                             n_nxt += 1
                         if accepted:
                             break  # less preferred threads are cut
                         if selection == ANY and pos > start:
                             # SKIP TILL ANY MATCH: a later row for s is the alternative,
                             # less preferred than taking this one
-                            if _enter(memo, marks, failed, stamp,
-                                      (pos + 1 - lo) * n_states + s, s, start, step):
+                            if _admit(n_aggs, memo, marks, failed, stamp,
+                                      (pos + 1 - lo) * n_states + s, s, start, step,
+                                      n_nxt, nxt_s, nxt_acc, nxt_cnt, cur_acc[c],
+                                      cur_cnt[c]):
+                                if n_nxt == cap:
+                                    return (o_start[:n_out], o_end[:n_out], o_num[:n_out],
+                                            o_unm[:n_out], o_lab[:n_lab], -2)
                                 nxt_s[n_nxt] = s
                                 nxt_n[n_nxt] = cur_n[c]
+                                nxt_acc[n_nxt] = cur_acc[c]
+                                nxt_cnt[n_nxt] = cur_cnt[c]
                                 n_nxt += 1
                 tmp_s = cur_s
                 cur_s = nxt_s
@@ -216,6 +363,12 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                 tmp_n = cur_n
                 cur_n = nxt_n
                 nxt_n = tmp_n
+                tmp_acc = cur_acc
+                cur_acc = nxt_acc
+                nxt_acc = tmp_acc
+                tmp_cnt = cur_cnt
+                cur_cnt = nxt_cnt
+                nxt_cnt = tmp_cnt
                 n_cur = n_nxt
                 pos += 1
             # ---- record the outcome

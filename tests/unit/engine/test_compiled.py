@@ -1,7 +1,7 @@
 """The compiled automaton (cep_core.compile.nfa + cep_core.runtime.kernel) against the
 general backtracking matcher: random patterns (alternation, groups, PERMUTE, anchors,
 exclusion, nested and reluctant quantifiers), skip modes, rows per match, WITHIN and the
-selection strategies (SKIP TILL NEXT / ANY MATCH) over
+selection strategies (SKIP TILL NEXT / ANY MATCH) and aggregates in DEFINE over
 random data must give the same matches, rows, measures and errors. Also the bound on
 patterns that make a backtracking matcher explode."""
 
@@ -23,6 +23,10 @@ from cep_core import QueryError
 QUANT = ["", "", "", "+", "*", "?", "+?", "*?", "??", "{2}", "{1,3}", "{0,2}?", "{2,}"]
 CONDITIONS = ["v > PREV(v)", "v < PREV(v)", "v >= 2", "v <= NEXT(v)", "v = 0 OR v IS NULL",
               "s = 'x'", "v BETWEEN 1 AND 3", "v % 2 = 0", "PREV(v, 2) < v"]
+# Aggregates in DEFINE (RUNNING, the current row included): each thread carries them.
+AGG_CONDITIONS = ["SUM(A.v) <= 4", "v >= 1 AND AVG(v) > PREV(v)", "COUNT(B.*) < 3",
+                  "MIN(A.v) >= 1", "MAX(v) <> 3", "v < 4 AND SUM(B.v) < 5",
+                  "COUNT(C.v) <= 2", "3 > SUM(v)", "COUNT(*) <= 3 AND s = 'x'"]
 MEASURES = ["FIRST(A.v) AS fa", "LAST(B.ts, 1) AS lb", "COUNT(*) AS n", "COUNT(A.*) AS na",
             "MATCH_NUMBER() AS mn", "CLASSIFIER() AS cl", "SUM(v) AS total",
             "LAST(C.s) AS lcs", "FINAL LAST(CLASSIFIER()) AS lc"]
@@ -57,7 +61,8 @@ def cases(draw: st.DrawFn) -> tuple[str, pd.DataFrame]:
     if draw(st.integers(0, 5)) == 0:
         pattern = pattern + " $"
     used = [v for v in "ABC" if v in pattern]
-    defines = {v: draw(st.sampled_from(CONDITIONS)) for v in used if draw(st.booleans())}
+    conditions = CONDITIONS + (AGG_CONDITIONS if draw(st.booleans()) else [])
+    defines = {v: draw(st.sampled_from(conditions)) for v in used if draw(st.booleans())}
     measures = draw(st.lists(st.sampled_from(
         [m for m in MEASURES if all(f"{x}." not in m for x in "ABC" if x not in used)]),
         max_size=3, unique=True))
@@ -145,6 +150,23 @@ def test_selection_strategies_run_compiled(tail: str, expected: str) -> None:
     df = pd.DataFrame({"ts": range(8), "v": [2, 0, 3, 1, 1, 0, 2, 0]})
     general = cep_core.compile_query(q.text, engine="general")
     assert q.find_matches(df) == general.find_matches(df) != []
+
+
+def test_aggregate_conditions_past_the_thread_bound_fall_back() -> None:
+    """Threads with different running sums are all kept: with 2**k distinct sums the kernel
+    passes MAX_AGG_THREADS and the general matcher runs instead (batch and incremental),
+    with the same matches."""
+    n = 16
+    df = pd.DataFrame({"ts": range(n + 1), "v": [2**i for i in range(n)] + [0]})
+    text = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(A.*) AS na "
+            "PATTERN ((A | B)+ C) "
+            f"DEFINE C AS v = 0 AND SUM(A.v) = {2**n - 1})")
+    q = cep_core.compile_query(text)
+    assert q.plan == "compiled: automaton; aggregates in DEFINE", q.plan
+    general = cep_core.compile_query(text, engine="general").find_matches(df)
+    assert [m.measures["na"] for m in general] == [n]
+    assert q.find_matches(df) == general
+    assert _incremental(text, df, [5, 12]) == sorted(general, key=_order)
 
 
 @pytest.mark.parametrize("pattern", ["(A+)+ B", "(A{0,1}){50} A{50}", "(A+ B+)+ C"])
