@@ -373,7 +373,8 @@ class _FastBound:
         part_of_row = _part_of_row(bounds)
         try:
             masks = self._masks(work, n, starts_of, part_of_row)
-            aggs = self._agg_inputs(self._column_reader(work, n, starts_of, part_of_row), n)
+            aggs = None if not self.plan.agg_checks else self._agg_inputs(
+                self._column_reader(work, n, starts_of, part_of_row), n)
         except QueryError:
             return None  # let the general path evaluate (and report) row by row
         except _NotSimple:
@@ -389,15 +390,13 @@ class _FastBound:
         return (bits, np.asarray(window.horizon(pad_of_row), dtype=np.int64) - part_of_row,
                 aggs)
 
-    def _agg_inputs(self, column: Any, n: int) -> tuple[np.ndarray, ...] | None:
-        """The aggregate conditions as the kernel takes them, or None if there are none;
-        raises _NotSimple when a value is not a number float64 holds exactly (integers
-        whose running sums could pass 2**53)."""
+    def _agg_inputs(self, column: Any, n: int) -> tuple[np.ndarray, ...]:
+        """The aggregate conditions as the kernel takes them; raises _NotSimple when a
+        value is not a number float64 holds exactly (integers whose running sums could
+        pass 2**53)."""
         from . import kernel
 
         checks = self.plan.agg_checks
-        if not checks:
-            return None
         k = len(checks)
         val = np.zeros((k, n), dtype=np.float64)
         ok = np.ones((k, n), dtype=bool)
@@ -838,38 +837,56 @@ def _check_exact(x: Any, y: Any) -> None:
 def prepare(bound: Bound, df: pd.DataFrame, needed: list[str]) -> tuple[
         dict[str, pd.Series], np.ndarray, list[int]]:
     """As ``Bound._prepare``: the ``needed`` columns sorted by partition and order keys,
-    the original positions of the sorted rows, and the partition boundaries. Sorts with
-    numpy when the keys allow it (the same order as pandas' stable sort), else pandas."""
-    m = bound.q.match
-    n = len(df)
-
-    def general() -> tuple[dict[str, pd.Series], np.ndarray, list[int]]:
+    the original positions of the sorted rows, and the partition boundaries."""
+    found = sort_order(bound, df)
+    if found is None:
         work, positions, bounds = bound._prepare(df)
         return {c: work[c] for c in needed}, positions, bounds
+    perm, bounds = found
+    n = len(df)
+    identity = bool((perm == np.arange(n)).all())
+    data: dict[str, pd.Series] = {}
+    index = pd.RangeIndex(n)
+    for c in needed:
+        col = df[c]
+        if isinstance(col.dtype, np.dtype):
+            values = col.to_numpy()
+            data[c] = pd.Series(values if identity else values[perm], index=index, name=c)
+        else:
+            data[c] = pd.Series(col.array if identity else col.array.take(perm), index=index,
+                                name=c)
+    return data, perm, bounds
 
+
+def sort_order(bound: Bound, df: pd.DataFrame) -> tuple[np.ndarray, list[int]] | None:
+    """The order ``Bound._prepare`` sorts ``df`` in (by partition and order keys, stable)
+    and the partition boundaries, computed with numpy; None when the keys need pandas'
+    sort (no rows, NULL keys, mixed types, a descending or second ORDER BY key)."""
+    m = bound.q.match
+    n = len(df)
     if n == 0 or len(bound.order_cols) != 1 or m.order_by[0].descending:
-        return general()
+        return None
     codes_list: list[np.ndarray] = []
     for col in bound.partition_cols:
         codes = _sort_codes(df[col])
         if codes is None:
-            return general()
+            return None
         codes_list.append(codes)
     order = df[bound.order_cols[0]]
     dt = order.dtype
     if not isinstance(dt, np.dtype) or dt.kind not in "iufM":
-        return general()
+        return None
     okeys = order.to_numpy()
     if dt.kind == "f" and np.isnan(okeys).any():
-        return general()
+        return None
     if dt.kind == "M" and np.isnat(okeys).any():
-        return general()
+        return None
     if codes_list:
         key = codes_list[0].astype(np.int64)
         for codes in codes_list[1:]:
             width = int(codes.max()) + 1
             if int(key.max()) + 1 > (2**62) // width:
-                return general()
+                return None
             key = key * width + codes
         parts = int(key.max()) + 1
         small = key.astype(np.int16 if parts < 2**15 else np.int32 if parts < 2**31
@@ -885,18 +902,7 @@ def prepare(bound: Bound, df: pd.DataFrame, needed: list[str]) -> tuple[
     else:
         perm = np.argsort(okeys, kind="stable")
         bounds = [0, n]
-    identity = bool((perm == np.arange(n)).all())
-    data: dict[str, pd.Series] = {}
-    index = pd.RangeIndex(n)
-    for c in needed:
-        col = df[c]
-        if isinstance(col.dtype, np.dtype):
-            values = col.to_numpy()
-            data[c] = pd.Series(values if identity else values[perm], index=index, name=c)
-        else:
-            data[c] = pd.Series(col.array if identity else col.array.take(perm), index=index,
-                                name=c)
-    return data, perm, bounds
+    return perm, bounds
 
 
 def _sort_codes(s: pd.Series) -> np.ndarray | None:
@@ -1138,10 +1144,6 @@ def row_bits(masks: list[np.ndarray | None], n: int) -> np.ndarray:
 
 
 TOO_MANY_THREADS = -2  # run_kernel's bad index when the general matcher must run
-_NO_AGGS = (np.zeros((0, 0), dtype=np.float64), np.zeros((0, 0), dtype=bool),
-            np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64),
-            np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
-            np.zeros((0, 0), dtype=np.float64), np.zeros((0, 0), dtype=bool))
 
 
 def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
@@ -1171,14 +1173,13 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
     def arr(values: list[int] | None) -> np.ndarray:
         return lows.copy() if values is None else np.asarray(values, dtype=np.int64)
 
-    a = aggs if aggs is not None else _NO_AGGS
     out = kernel.run(bits, b, np.zeros(0, dtype=np.int64) if horizon is None else horizon,
                      horizon is not None,
                      automaton.var, automaton.ptr, automaton.targets, kind,
                      np.int64(mask_bits), report_unmatched, kernel.MEMO_LIMIT, arr(first),
                      arr(covered), arr(begin), open_, automaton.touches_end, stops,
-                     kernel.SELECTIONS[selection], a[0], a[1], a[2], a[3], a[4], a[5], a[6],
-                     a[7], kernel.MAX_AGG_THREADS)
+                     None if selection == "STRICT" else kernel.SELECTIONS[selection], aggs,
+                     kernel.MAX_AGG_THREADS)
     return (*out, stops)
 
 

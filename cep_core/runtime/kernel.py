@@ -84,16 +84,11 @@ def _enter(memo: bool, marks: np.ndarray, failed: np.ndarray, stamp: np.ndarray,
     return True
 
 
-@njit(cache=True, inline="always")
-def _admit(n_aggs: int, memo: bool, marks: np.ndarray, failed: np.ndarray, stamp: np.ndarray,
-           m_i: int, t: int, start: int, step: int, n_nxt: int, nxt_s: np.ndarray,
-           nxt_acc: np.ndarray, nxt_cnt: np.ndarray, acc: np.ndarray,
-           cnt: np.ndarray) -> bool:  # pragma: no cover - compiled
-    """Whether a thread may enter state ``t`` at the next row: :func:`_enter` without
-    aggregates; with them, unless a preferred thread of this step is in ``t`` with the same
-    running aggregates (the same future)."""
-    if n_aggs == 0:
-        return _enter(memo, marks, failed, stamp, m_i, t, start, step)
+@njit(cache=True)
+def _has_twin(n_aggs: int, t: int, n_nxt: int, nxt_s: np.ndarray, nxt_acc: np.ndarray,
+              nxt_cnt: np.ndarray, acc: np.ndarray,
+              cnt: np.ndarray) -> bool:  # pragma: no cover - compiled
+    """A thread of this step is in state ``t`` with the running aggregates ``acc, cnt``."""
     for i in range(n_nxt):
         if nxt_s[i] != t:
             continue
@@ -103,19 +98,35 @@ def _admit(n_aggs: int, memo: bool, marks: np.ndarray, failed: np.ndarray, stamp
                 same = False
                 break
         if same:
-            return False
-    return True
+            return True
+    return False
 
 
 @njit(cache=True, inline="always")
+def _load(acc: np.ndarray, cnt: np.ndarray, from_acc: np.ndarray, from_cnt: np.ndarray,
+          i: int) -> None:  # pragma: no cover - compiled
+    """Thread ``i``'s running aggregates into ``acc, cnt`` (no work without aggregates)."""
+    for k in range(len(acc)):
+        acc[k] = from_acc[i, k]
+        cnt[k] = from_cnt[i, k]
+
+
+@njit(cache=True, inline="always")
+def _store(to_acc: np.ndarray, to_cnt: np.ndarray, i: int, acc: np.ndarray,
+           cnt: np.ndarray) -> None:  # pragma: no cover - compiled
+    for k in range(len(acc)):
+        to_acc[i, k] = acc[k]
+        to_cnt[i, k] = cnt[k]
+
+
+@njit(cache=True)
 def _aggregates_hold(v: int, pos: int, acc: np.ndarray, cnt: np.ndarray, out_acc: np.ndarray,
-                     out_cnt: np.ndarray, agg_val: np.ndarray, agg_ok: np.ndarray,
-                     agg_over: np.ndarray, agg_func: np.ndarray, agg_owner: np.ndarray,
-                     agg_op: np.ndarray, agg_rhs: np.ndarray,
-                     agg_rhs_ok: np.ndarray) -> bool:  # pragma: no cover - compiled
+                     out_cnt: np.ndarray, aggs: tuple[np.ndarray, ...]
+                     ) -> bool:  # pragma: no cover - compiled
     """Row ``pos`` mapped to variable ``v`` after a path with running aggregates ``acc,
     cnt``: the aggregates with it (into ``out_acc, out_cnt``) and whether every aggregate
     condition of ``v``'s DEFINE is TRUE (RUNNING semantics: the row is included)."""
+    agg_val, agg_ok, agg_over, agg_func, agg_owner, agg_op, agg_rhs, agg_rhs_ok = aggs
     ok = True
     for k in range(len(agg_func)):
         a = acc[k]
@@ -170,10 +181,8 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
         state_var: np.ndarray, ptr: np.ndarray, targets: np.ndarray, skip_kind: int,
         skip_mask: np.int64, report_unmatched: bool, memo_limit: int,
         first: np.ndarray, covered_from: np.ndarray, begin: np.ndarray, open_: bool,
-        touches_end: np.ndarray, stops: np.ndarray, selection: int,
-        agg_val: np.ndarray, agg_ok: np.ndarray, agg_over: np.ndarray, agg_func: np.ndarray,
-        agg_owner: np.ndarray, agg_op: np.ndarray, agg_rhs: np.ndarray,
-        agg_rhs_ok: np.ndarray, max_threads: int
+        touches_end: np.ndarray, stops: np.ndarray, selection: int | None,
+        aggs: tuple[np.ndarray, ...] | None, max_threads: int
         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                    int]:  # pragma: no cover - compiled
     """Matches of every partition ``bounds[j]..bounds[j+1]-1``, from its row ``first[j]``
@@ -190,15 +199,17 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     '$' passed there) stops the partition, and ``stops[j]`` is set to its start row (else
     to the end of the partition).
 
-    ``selection`` (SKIP TILL NEXT / ANY MATCH, see the module docstring): a matched row
-    between two others may be skipped; the label of a skipped row is ``n_states``.
+    ``selection`` (SKIP TILL NEXT / ANY MATCH, see the module docstring; None: STRICT, and
+    numba compiles the kernel without that code): a matched row between two others may be
+    skipped; the label of a skipped row is ``n_states``.
 
-    ``agg_*`` (one entry per aggregate condition ``AGG(column) <op> rhs`` of a DEFINE, see
-    the module docstring): the column per row and whether it is non-NULL, the variables
-    aggregated over (bit mask), the function, the variable whose DEFINE has the condition,
-    the comparison and its right-hand side per row. If a step needs more than
-    ``max_threads`` threads, matching stops and the bad record index is -2 (the caller
-    runs the general matcher)."""
+    ``aggs`` (None: no aggregate conditions; numba then compiles the kernel without their
+    code): per aggregate condition ``AGG(column) <op> rhs`` of a DEFINE (see the module
+    docstring), the column per row and whether it is non-NULL, the variables aggregated
+    over (bit mask), the function, the variable whose DEFINE has the condition, the
+    comparison and its right-hand side per row and whether that is non-NULL. If a step
+    needs more than ``max_threads`` threads, matching stops and the bad record index is -2
+    (the caller runs the general matcher)."""
     n_states = len(state_var)
     accept = n_states
     o_start = np.empty(16, dtype=np.int64)
@@ -208,8 +219,11 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     o_lab = np.empty(16, dtype=np.int32)
     n_out = 0
     n_lab = 0
-    n_aggs = len(agg_func)
-    cap = n_states + 1 if n_aggs == 0 else max(n_states + 1, max_threads)
+    n_aggs = 0
+    cap = n_states + 1
+    if aggs is not None:
+        n_aggs = len(aggs[3])
+        cap = max(cap, max_threads)
     cur_s = np.empty(cap, dtype=np.int64)
     cur_n = np.empty(cap, dtype=np.int64)
     nxt_s = np.empty(cap, dtype=np.int64)
@@ -222,10 +236,11 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     new_cnt = np.zeros(n_aggs, dtype=np.int64)
     zero_acc = np.zeros(n_aggs, dtype=np.float64)
     zero_cnt = np.zeros(n_aggs, dtype=np.int64)
+    old_acc = np.zeros(n_aggs, dtype=np.float64)
+    old_cnt = np.zeros(n_aggs, dtype=np.int64)
     node_parent = np.empty(64, dtype=np.int64)
     node_state = np.empty(64, dtype=np.int64)
     node_row = np.empty(64, dtype=np.int64)
-    scan = selection != STRICT
     stamp = np.full(n_states + 1, -1, dtype=np.int64)
     step = 0
     failed = np.zeros(len(bits) + 1, dtype=np.bool_)
@@ -235,7 +250,14 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     for j in range(len(bounds) - 1):
         lo = bounds[j]
         hi = bounds[j + 1]
-        memo = (not has_window) and n_aggs == 0 and (hi - lo + 1) * n_states <= memo_limit
+        memo = (not has_window) and (hi - lo + 1) * n_states <= memo_limit
+        if aggs is not None:
+            memo = False
+        # under SKIP TILL, a state entered before the first row must take that very row:
+        # not the future of the same state entered later, so not remembered
+        memo_first = memo
+        if selection is not None:
+            memo_first = False
         marks = np.full((hi - lo + 1) * n_states if memo else 1, -1, dtype=np.int64)
         start = first[j]
         covered = covered_from[j]
@@ -262,17 +284,17 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                     best_end = pos
                     best_node = -1
                     break
-                # (under SKIP TILL, a state entered here must take this very row: not
-                # the future of the same state entered later, so not remembered)
-                if not _admit(n_aggs, memo and not scan, marks, failed, stamp,
-                              (pos - lo) * n_states + t, t, start, step, n_cur, cur_s,
-                              cur_acc, cur_cnt, zero_acc, zero_cnt):
-                    continue
+                if aggs is None:
+                    if not _enter(memo_first, marks, failed, stamp,
+                                  (pos - lo) * n_states + t, t, start, step):
+                        continue
+                else:
+                    if _has_twin(n_aggs, t, n_cur, cur_s, cur_acc, cur_cnt, zero_acc,
+                                 zero_cnt):
+                        continue
+                    _store(cur_acc, cur_cnt, n_cur, zero_acc, zero_cnt)
                 cur_s[n_cur] = t
                 cur_n[n_cur] = -1
-                for k in range(n_aggs):
-                    cur_acc[n_cur, k] = 0.0
-                    cur_cnt[n_cur, k] = 0
                 n_cur += 1
             while n_cur > 0:
                 step += 1
@@ -286,35 +308,39 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                     for c in range(n_cur):
                         s = cur_s[c]
                         holds = (b & var_bit[s]) != 0
-                        if holds and n_aggs > 0:
-                            holds = _aggregates_hold(
-                                state_var[s], pos, cur_acc[c], cur_cnt[c], new_acc, new_cnt,
-                                agg_val, agg_ok, agg_over, agg_func, agg_owner, agg_op,
-                                agg_rhs, agg_rhs_ok)
+                        if aggs is not None:
+                            _load(old_acc, old_cnt, cur_acc, cur_cnt, c)
+                            if holds:
+                                holds = _aggregates_hold(state_var[s], pos, old_acc, old_cnt,
+                                                         new_acc, new_cnt, aggs)
                         if not holds:
-                            if scan and pos > start:
+                            if selection is not None and pos > start:
                                 # skip the row, keep waiting in s for a later one
-                                if _admit(n_aggs, memo, marks, failed, stamp,
-                                          (pos + 1 - lo) * n_states + s, s, start, step,
-                                          n_nxt, nxt_s, nxt_acc, nxt_cnt, cur_acc[c],
-                                          cur_cnt[c]):
+                                if aggs is None:
+                                    if _enter(memo, marks, failed, stamp,
+                                              (pos + 1 - lo) * n_states + s, s, start, step):
+                                        nxt_s[n_nxt] = s
+                                        nxt_n[n_nxt] = cur_n[c]
+                                        n_nxt += 1
+                                elif not _has_twin(n_aggs, s, n_nxt, nxt_s, nxt_acc, nxt_cnt,
+                                                   old_acc, old_cnt):
                                     if n_nxt == cap:
                                         return (o_start[:n_out], o_end[:n_out],
                                                 o_num[:n_out], o_unm[:n_out], o_lab[:n_lab],
                                                 -2)
                                     nxt_s[n_nxt] = s
                                     nxt_n[n_nxt] = cur_n[c]
-                                    nxt_acc[n_nxt] = cur_acc[c]
-                                    nxt_cnt[n_nxt] = cur_cnt[c]
+                                    _store(nxt_acc, nxt_cnt, n_nxt, old_acc, old_cnt)
                                     n_nxt += 1
                             continue
                         if n_nodes == len(node_parent):
                             node_parent = _grow(node_parent, n_nodes + 1)
                             node_state = _grow(node_state, n_nodes + 1)
-                            node_row = _grow(node_row, n_nodes + 1)
                         node_parent[n_nodes] = cur_n[c]
                         node_state[n_nodes] = s
-                        node_row[n_nodes] = pos
+                        if selection is not None:
+                            node_row = _grow(node_row, n_nodes + 1)
+                            node_row[n_nodes] = pos
                         node = n_nodes
                         n_nodes += 1
                         i = (s + 1) * 4 + case
@@ -328,34 +354,40 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                                 best_node = node
                                 accepted = True
                                 break
-                            if not _admit(n_aggs, memo, marks, failed, stamp,
-                                          (pos + 1 - lo) * n_states + t, t, start, step,
-                                          n_nxt, nxt_s, nxt_acc, nxt_cnt, new_acc, new_cnt):
-                                continue
-                            if n_nxt == cap:
-                                return (o_start[:n_out], o_end[:n_out], o_num[:n_out],
-                                        o_unm[:n_out], o_lab[:n_lab], -2)
+                            if aggs is None:
+                                if not _enter(memo, marks, failed, stamp,
+                                              (pos + 1 - lo) * n_states + t, t, start, step):
+                                    continue
+                            else:
+                                if _has_twin(n_aggs, t, n_nxt, nxt_s, nxt_acc, nxt_cnt,
+                                             new_acc, new_cnt):
+                                    continue
+                                if n_nxt == cap:
+                                    return (o_start[:n_out], o_end[:n_out], o_num[:n_out],
+                                            o_unm[:n_out], o_lab[:n_lab], -2)
+                                _store(nxt_acc, nxt_cnt, n_nxt, new_acc, new_cnt)
                             nxt_s[n_nxt] = t
                             nxt_n[n_nxt] = node
-                            nxt_acc[n_nxt] = new_acc
-                            nxt_cnt[n_nxt] = new_cnt
                             n_nxt += 1
                         if accepted:
                             break  # less preferred threads are cut
-                        if selection == ANY and pos > start:
+                        if selection is not None and selection == ANY and pos > start:
                             # SKIP TILL ANY MATCH: a later row for s is the alternative,
                             # less preferred than taking this one
-                            if _admit(n_aggs, memo, marks, failed, stamp,
-                                      (pos + 1 - lo) * n_states + s, s, start, step,
-                                      n_nxt, nxt_s, nxt_acc, nxt_cnt, cur_acc[c],
-                                      cur_cnt[c]):
+                            if aggs is None:
+                                if _enter(memo, marks, failed, stamp,
+                                          (pos + 1 - lo) * n_states + s, s, start, step):
+                                    nxt_s[n_nxt] = s
+                                    nxt_n[n_nxt] = cur_n[c]
+                                    n_nxt += 1
+                            elif not _has_twin(n_aggs, s, n_nxt, nxt_s, nxt_acc, nxt_cnt,
+                                               old_acc, old_cnt):
                                 if n_nxt == cap:
                                     return (o_start[:n_out], o_end[:n_out], o_num[:n_out],
                                             o_unm[:n_out], o_lab[:n_lab], -2)
                                 nxt_s[n_nxt] = s
                                 nxt_n[n_nxt] = cur_n[c]
-                                nxt_acc[n_nxt] = cur_acc[c]
-                                nxt_cnt[n_nxt] = cur_cnt[c]
+                                _store(nxt_acc, nxt_cnt, n_nxt, old_acc, old_cnt)
                                 n_nxt += 1
                 tmp_s = cur_s
                 cur_s = nxt_s
@@ -363,12 +395,13 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                 tmp_n = cur_n
                 cur_n = nxt_n
                 nxt_n = tmp_n
-                tmp_acc = cur_acc
-                cur_acc = nxt_acc
-                nxt_acc = tmp_acc
-                tmp_cnt = cur_cnt
-                cur_cnt = nxt_cnt
-                nxt_cnt = tmp_cnt
+                if aggs is not None:
+                    tmp_acc = cur_acc
+                    cur_acc = nxt_acc
+                    nxt_acc = tmp_acc
+                    tmp_cnt = cur_cnt
+                    cur_cnt = nxt_cnt
+                    nxt_cnt = tmp_cnt
                 n_cur = n_nxt
                 pos += 1
             # ---- record the outcome
@@ -405,7 +438,7 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
             length = best_end - start
             o_lab = _grow(o_lab, n_lab + length)
             node = best_node
-            if scan:
+            if selection is not None:
                 o_lab[n_lab:n_lab + length] = n_states  # skipped rows
                 while node >= 0:
                     o_lab[n_lab + node_row[node] - start] = node_state[node]
