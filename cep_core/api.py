@@ -33,7 +33,7 @@ from .language import ast
 from .language.parser import parse
 from .language.printer import to_sql
 from .runtime.consumption import consume
-from .runtime.fast import FastRunner
+from .runtime.fast import FastRunner, sort_order
 from .runtime.matcher import (
     Conditions,
     Matcher,
@@ -362,6 +362,12 @@ class Bound:
         keys = self.partition_cols + self.order_cols
         ascending = [True] * len(self.partition_cols) + [not s.descending for s in m.order_by]
         work = df.reset_index(drop=True)
+        found = sort_order(self, work)  # the same order with numpy, where the keys allow
+        if found is not None:
+            perm, found_bounds = found
+            if not bool((perm == np.arange(len(perm))).all()):
+                work = work.take(perm).reset_index(drop=True)
+            return work, perm, found_bounds
         if keys:
             na_last = all(s.nulls_first is not True for s in m.order_by)
             ordered = work.sort_values(keys, ascending=ascending, kind="mergesort",

@@ -13,10 +13,12 @@ computed per match with the general closures.
 A ``WITHIN`` window is allowed (the runtime applies it exactly as the general matcher
 does; EMIT TIMEOUTS is not), and so is ALL ROWS PER MATCH (SHOW or OMIT EMPTY MATCHES:
 matching is vectorised, the per-row RUNNING measures and the output use the general
-path's code). Anything else -- alternation, PERMUTE, anchors, exclusion, SKIP TILL
-NEXT/ANY MATCH, ALL ROWS PER MATCH WITH UNMATCHED ROWS, consumption modes, EMIT TIMEOUTS, navigation
-to other variables, FIRST/LAST/aggregates/CLASSIFIER/MATCH_NUMBER in DEFINE -- runs on the
-general matcher (:mod:`cep_core.runtime.matcher`).
+path's code). Other patterns, SKIP TILL NEXT/ANY MATCH and ALL ROWS PER MATCH WITH
+UNMATCHED ROWS run on the compiled automaton, and so do DEFINEs that are an AND of
+row-local conditions and aggregate conditions ``AGG(column) op row-local`` (:class:`AggCheck`,
+checked per thread by the kernel). Consumption modes, EMIT TIMEOUTS, negation, navigation
+to other variables, FIRST/LAST/CLASSIFIER/MATCH_NUMBER and other aggregates in DEFINE run
+on the general matcher (:mod:`cep_core.runtime.matcher`).
 """
 
 from __future__ import annotations
@@ -50,6 +52,20 @@ class FastItem:
 
 
 @dataclass(frozen=True)
+class AggCheck:
+    """An aggregate condition of a DEFINE, for the compiled kernel: ``func(column) op
+    other`` must be TRUE (RUNNING: over the rows of the match so far, the current one
+    included), ``other`` reading only the current row (and PREV/NEXT of it)."""
+
+    owner: int  # the variable whose DEFINE has it
+    func: str  # COUNT, SUM, AVG, MIN, MAX
+    column: ast.Column | None  # None: COUNT(*) / COUNT(V.*)
+    over: frozenset[int] | None  # the variables aggregated over (None: every row)
+    op: str  # = <> < <= > >=, the aggregate on the left
+    other: ast.Expr
+
+
+@dataclass(frozen=True)
 class FastMeasure:
     """A vectorisable measure: kind in 'nav', 'count', 'number', 'classifier'."""
 
@@ -71,6 +87,23 @@ class FastPlan:
         self.items = items
         self.measures = measures  # None: evaluate every measure with the general closures
         self._automaton: Automaton | None | bool = False
+        # per variable: its DEFINE's row-local conjuncts (None: no condition, or all true);
+        # and the aggregate conditions (the kernel checks them per thread)
+        self.local: dict[str, ast.Expr | None] = {}
+        self.agg_checks: list[AggCheck] = []
+        index = {n: i for i, n in enumerate(q.variables)}
+        for d in q.match.defines:
+            local: list[ast.Expr] = []
+            for c in conjuncts(d.condition):
+                check = _agg_check(c, index[d.var], q)
+                if check is None:
+                    local.append(c)
+                else:
+                    self.agg_checks.append(check)
+            expr = local[0] if local else None
+            for c in local[1:]:
+                expr = ast.Binary("AND", expr, c)  # type: ignore[arg-type]
+            self.local[d.var] = expr
 
     @property
     def item_list(self) -> list[FastItem]:
@@ -98,6 +131,10 @@ class FastPlan:
             extra = {"ALL SHOW": "; ALL ROWS PER MATCH", "ALL OMIT": "; ALL ROWS PER MATCH OMIT "
                      "EMPTY MATCHES", "ALL UNMATCHED": "; ALL ROWS PER MATCH WITH UNMATCHED "
                      "ROWS"}.get(rows, "")
+            if m.selection != "STRICT":
+                extra += f"; SKIP TILL {m.selection} MATCH"
+            if self.agg_checks:
+                extra += "; aggregates in DEFINE"
             return f"compiled: automaton{window}{extra}"
         parts = []
         for it in self.items:
@@ -129,8 +166,11 @@ def plan_fast(q: CompiledQuery, engine: str | None = None) -> tuple[FastPlan | N
     reason = _ineligible(q)
     if reason is None:
         items = _items(q.match.pattern, {n: i for i, n in enumerate(q.variables)})
-        if items is not None and q.match.rows_per_match == "ALL UNMATCHED":
-            items = None  # the vectorised items path does not report unmatched rows
+        if items is not None and (q.match.rows_per_match == "ALL UNMATCHED"
+                                  or q.match.selection != "STRICT"
+                                  or _has_aggregates(q)):
+            items = None  # the vectorised items path: no unmatched rows, no skipped rows,
+            # no aggregates in DEFINE
         plan = FastPlan(q, items, vector_measures(q) if items is not None else None)
         return plan, plan.describe()
     if engine == "fast":
@@ -141,8 +181,6 @@ def plan_fast(q: CompiledQuery, engine: str | None = None) -> tuple[FastPlan | N
 # ---------------------------------------------------------------------- eligibility
 def _ineligible(q: CompiledQuery) -> str | None:
     m = q.match
-    if m.selection != "STRICT":
-        return f"SKIP TILL {m.selection} MATCH"
     if getattr(m, "consumption", None) is not None:
         return "CONSUMPTION"
     if getattr(m, "emit_timeouts", False):
@@ -153,11 +191,61 @@ def _ineligible(q: CompiledQuery) -> str | None:
         return f"more than {MAX_VARIABLES} pattern variables"
     if len(q.program.code) > MAX_PROGRAM:
         return f"pattern program longer than {MAX_PROGRAM} instructions"
+    index = {n: i for i, n in enumerate(q.variables)}
     for d in m.defines:
-        why = _define_problem(d.condition, d.var)
-        if why is not None:
-            return f"DEFINE {d.var}: {why}"
+        for c in conjuncts(d.condition):
+            why = _define_problem(c, d.var)
+            if why is not None and _agg_check(c, index[d.var], q) is None:
+                return f"DEFINE {d.var}: {why}"
     return None
+
+
+def conjuncts(e: ast.Expr) -> list[ast.Expr]:
+    """``e`` split at its top-level ANDs (TRUE iff every part is TRUE)."""
+    if isinstance(e, ast.Binary) and e.op == "AND":
+        return [*conjuncts(e.left), *conjuncts(e.right)]
+    return [e]
+
+
+_FLIP = {"=": "=", "<>": "<>", "!=": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _agg_check(c: ast.Expr, owner: int, q: CompiledQuery) -> AggCheck | None:
+    """``c`` as an aggregate condition the kernel evaluates (``AGG(column) op row-local``
+    or the mirror image; COUNT/SUM/AVG/MIN/MAX of one column, COUNT(*), no DISTINCT,
+    FILTER or FINAL), else None."""
+    if not (isinstance(c, ast.Binary) and c.op in _FLIP):
+        return None
+    op = "<>" if c.op == "!=" else c.op
+    agg, other = c.left, c.right
+    if not _is_aggregate(agg):
+        agg, other, op = c.right, c.left, _FLIP[op]
+    if not _is_aggregate(agg) or _is_aggregate(other):
+        return None
+    assert isinstance(agg, ast.Call)
+    if _define_problem(other, q.variables[owner]) is not None:
+        return None
+    arg = agg.args[0]
+    sets = q._sets
+    if isinstance(arg, ast.Star):
+        if agg.name != "COUNT" or (arg.var is not None and arg.var not in sets):
+            return None
+        return AggCheck(owner, "COUNT", None, sets[arg.var] if arg.var else None, op, other)
+    if not isinstance(arg, ast.Column) or (arg.var is not None and arg.var not in sets):
+        return None
+    return AggCheck(owner, agg.name, arg, sets[arg.var] if arg.var else None, op, other)
+
+
+def _is_aggregate(e: ast.Expr) -> bool:
+    return (isinstance(e, ast.Call) and e.name in ("COUNT", "SUM", "AVG", "MIN", "MAX")
+            and len(e.args) == 1 and not e.distinct and e.filter is None
+            and e.semantics in (None, "RUNNING"))
+
+
+def _has_aggregates(q: CompiledQuery) -> bool:
+    index = {n: i for i, n in enumerate(q.variables)}
+    return any(_agg_check(c, index[d.var], q) is not None
+               for d in q.match.defines for c in conjuncts(d.condition))
 
 
 def _items(p: ast.Pattern, index: dict[str, int]) -> list[FastItem] | None:

@@ -51,6 +51,15 @@ class Automaton:
     def n_states(self) -> int:
         return len(self.var)
 
+    def label_var(self, labels: np.ndarray) -> np.ndarray:
+        """The variable of each of the kernel's row labels (states; ``n_states``, a row
+        skipped under SKIP TILL ... MATCH, gives -1)."""
+        return np.asarray(np.append(self.var, -1)[labels])
+
+    def label_excluded(self, labels: np.ndarray) -> np.ndarray:
+        """The exclusion flag of each of the kernel's row labels (False for skipped rows)."""
+        return np.asarray(np.append(self.excluded, False)[labels])
+
 
 class TooLarge(Exception):
     """The closures would be too large to build; the general matcher runs instead."""

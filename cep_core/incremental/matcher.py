@@ -52,6 +52,7 @@ from ..errors import QueryError, query_errors
 from ..language import ast
 from ..runtime.consumption import Consumer, Instance
 from ..runtime.fast import (
+    TOO_MANY_THREADS,
     match_measure_values,
     measure_values,
     raw_matches,
@@ -390,6 +391,10 @@ class IncrementalMatcher:
             if kernel is not None and mode is None:
                 next_starts = self._advance_kernels(bound, kernel, open_, st, work, bounds,
                                                     todo, ids, names, out, parts, want_table)
+                if next_starts is None:  # the kernel gave up: the general matcher
+                    matcher, st = bound._matcher(work)
+                    matcher.open = open_
+                    st.open = open_
             for i, (lo, hi, start, key, state) in enumerate(todo):
                 st.lo, st.hi = lo, hi
                 part = _Partition(key, lo, hi, [])
@@ -535,15 +540,16 @@ class IncrementalMatcher:
                          st: MatchState, work: pd.DataFrame, bounds: list[int],
                          todo: list[tuple[int, int, int, tuple[Any, ...], PartitionState]],
                          ids: np.ndarray, names: list[str], out: list[Match],
-                         parts: list[_Partition], want_table: bool) -> list[int]:
+                         parts: list[_Partition], want_table: bool) -> list[int] | None:
         """:meth:`_advance` with the compiled kernel, for every partition of ``todo``
         (``lo, hi, start, key, state``) in one call: it runs each partition's attempts from
         ``start`` up to the first one that waits for more rows, and the matches before it
         are emitted, with vectorisable measures computed over all of them at once
         (:func:`cep_core.runtime.fast.match_measure_values`). Returns the next start of
-        each partition. (Without NEXT, which the kernel path excludes, no measure reads a
-        row that has not arrived: a match the kernel found never waits.)"""
-        fb, automaton, bits, horizon = kernel
+        each partition, or None if the kernel gave up (too many threads with aggregates in
+        DEFINE; nothing was emitted). (Without NEXT, which the kernel path excludes, no
+        measure reads a row that has not arrived: a match the kernel found never waits.)"""
+        fb, automaton, bits, horizon, aggs = kernel
         unmatched = self.compiled.match.rows_per_match == "ALL UNMATCHED"
         first = list(bounds[1:])
         covered = list(first)
@@ -559,7 +565,10 @@ class IncrementalMatcher:
             begin[j] = lo if state.trimmed == 0 else -1
         o_start, o_end, o_num, o_unm, o_lab, bad, stops = run_kernel(
             automaton, bits, bounds, horizon, bound.skip, unmatched, first=first,
-            covered=covered, begin=begin, open_=open_)
+            covered=covered, begin=begin, open_=open_, selection=self.compiled.match.selection,
+            aggs=aggs)
+        if bad == TOO_MANY_THREADS:
+            return None  # nothing emitted yet: the general matcher runs this feed
         part_of = np.searchsorted(np.asarray(bounds[1:], dtype=np.int64), o_start,
                                   side="right")
         base = np.zeros(len(first), dtype=np.int64)  # matches emitted before, per partition
@@ -574,10 +583,10 @@ class IncrementalMatcher:
             raise AssertionError("unreachable")  # pragma: no cover
         ok = ~o_unm
         m_start, m_end, m_number, m_part = o_start[ok], o_end[ok], number[ok], part_of[ok]
-        label_var = automaton.var[o_lab]
+        label_var = automaton.label_var(o_lab)
         if len(m_start):
             self._emit_all(bound, fb, st, work, todo, where, m_start, m_end, m_number, m_part,
-                           label_var, automaton.excluded[o_lab], ids, names, out)
+                           label_var, automaton.label_excluded(o_lab), ids, names, out)
         # per partition: matches emitted, rows covered by a match, the next start
         counts = np.bincount(m_part, minlength=len(first))
         reach = np.where(m_end > m_start, m_end, m_start + 1 if unmatched else -1)
@@ -607,8 +616,9 @@ class IncrementalMatcher:
                   excluded: np.ndarray, ids: np.ndarray, names: list[str],
                   out: list[Match]) -> None:
         """Emit the kernel's matches (arrays over matches, in partition order; the
-        variable and exclusion flag of every matched row, concatenated) as Match objects,
-        their measures vectorised when the plan allows, else per match."""
+        variable and exclusion flag of every row ``start..end-1``, concatenated; variable
+        -1: a row skipped under SKIP TILL ... MATCH) as Match objects, their measures
+        vectorised when the plan allows, else per match."""
         all_rows = self.compiled.match.rows_per_match != "ONE"
         measure_names = bound.measure_names
         key_of = {j: todo[t][3] for j, t in where.items()}
@@ -620,8 +630,9 @@ class IncrementalMatcher:
         np.cumsum(end - start, out=offsets[1:])
         spans = list(zip(start.tolist(), end.tolist(), offsets[:-1].tolist(),
                          strict=True))
-        if excluded.any():  # rows inside {- -} are left out of Match.rows/labels
-            shown = (~excluded).tolist()
+        skipped = label_var < 0
+        if excluded.any() or skipped.any():  # rows inside {- -} and skipped rows are
+            shown = (~excluded & ~skipped).tolist()  # left out of Match.rows/labels
             rows = [tuple(row_ids[a + i] for i in range(b - a) if shown[o + i])
                     for a, b, o in spans]
             labels = [tuple(lab_name[o + i] for i in range(b - a) if shown[o + i])
@@ -647,11 +658,12 @@ class IncrementalMatcher:
             flags = excluded.tolist()
             for (a, b, o), num, j in zip(spans, numbers, part.tolist(), strict=True):
                 st.lo, st.hi = todo[where[j]][0], todo[where[j]][1]
-                raw = RawMatch(a, num, list(range(a, b)), lab_vars[o:o + b - a],
-                               flags[o:o + b - a])
-                values = bound._measures_at(st, raw, b - a)
+                kept = [i for i in range(b - a) if lab_vars[o + i] >= 0]
+                raw = RawMatch(a, num, [a + i for i in kept], [lab_vars[o + i] for i in kept],
+                               [flags[o + i] for i in kept])
+                values = bound._measures_at(st, raw, len(kept))
                 if all_rows:  # RUNNING measures at each row, as the general path
-                    for i in range(b - a):
+                    for i in range(len(kept)):
                         bound._measures_at(st, raw, i + 1)
                 measures.append(dict(zip(measure_names, values, strict=True)))
         out.extend(map(Match, keys, numbers, rows, labels, measures))

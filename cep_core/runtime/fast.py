@@ -108,7 +108,13 @@ class _FastBound:
         index = {n: i for i, n in enumerate(q.variables)}
         scope = Scope(bound.columns, q._sets, "DEFINE")
         for d in q.match.defines:
-            self.conditions[index[d.var]] = self._rewrite(d.condition, scope, 0)
+            cond = plan.local[d.var]
+            self.conditions[index[d.var]] = None if cond is None else self._rewrite(
+                cond, scope, 0)
+        # aggregate conditions (compiled kernel): the column aggregated, the other side
+        self.agg_columns = [None if a.column is None else scope.column(a.column)
+                            for a in plan.agg_checks]
+        self.agg_others = [self._rewrite(a.other, scope, 0) for a in plan.agg_checks]
         within = q.match.within
         self.window_column = bound.order_cols[0] if within is not None else None
         self.needed = list(dict.fromkeys(
@@ -336,47 +342,96 @@ class _FastBound:
         inputs = self.kernel_inputs(work, n, bounds)
         if inputs is None:
             return None
-        bits, horizon = inputs
+        bits, horizon, aggs = inputs
         part_of_row = _part_of_row(bounds)
         skip = bound.skip
         o_start, o_end, o_num, o_unm, o_lab, bad, _ = run_kernel(
-            automaton, bits, bounds, horizon, skip, q.match.rows_per_match == "ALL UNMATCHED")
+            automaton, bits, bounds, horizon, skip, q.match.rows_per_match == "ALL UNMATCHED",
+            selection=q.match.selection, aggs=aggs)
+        if bad == TOO_MANY_THREADS:
+            return None
         if bad >= 0:
             raw = raw_matches(o_start[:bad + 1], o_end[:bad + 1], o_num[:bad + 1],
                                o_unm[:bad + 1], o_lab, automaton)[-1]
             skip.next_start(raw)  # raises the general matcher's error
             raise AssertionError("unreachable")  # pragma: no cover
         keep = ~o_unm
-        arrays = (o_start[keep], o_end[keep], o_num[keep], automaton.var[o_lab],
-                  automaton.excluded[o_lab])
+        arrays = (o_start[keep], o_end[keep], o_num[keep], automaton.label_var(o_lab),
+                  automaton.label_excluded(o_lab))
         records = (o_start, o_end, o_num, o_unm, o_lab, automaton, part_of_row)
         return _KernelResult(self, df, work, positions, bounds, records, arrays)
 
     def kernel_inputs(self, work: Any, n: int, bounds: list[int]) -> tuple[
-            np.ndarray, np.ndarray | None] | None:
+            np.ndarray, np.ndarray | None, tuple[np.ndarray, ...] | None] | None:
         """The kernel's per-row inputs over sorted rows ``work`` (a mapping of the needed
-        columns) with partitions ``bounds``: the condition bits, and with WITHIN the end
-        row of each start row's window; None when this input needs the general path."""
+        columns) with partitions ``bounds``: the condition bits, with WITHIN the end row of
+        each start row's window, and the aggregate conditions' arrays (see
+        :func:`cep_core.runtime.kernel.run`; None: no aggregate conditions); None when
+        this input needs the general path."""
         nparts = len(bounds) - 1
         starts_of = np.asarray(bounds[:-1], dtype=np.int64)
         part_of_row = _part_of_row(bounds)
         try:
             masks = self._masks(work, n, starts_of, part_of_row)
+            aggs = None if not self.plan.agg_checks else self._agg_inputs(
+                self._column_reader(work, n, starts_of, part_of_row), n)
         except QueryError:
             return None  # let the general path evaluate (and report) row by row
+        except _NotSimple:
+            return None  # an aggregate over values float64 does not hold exactly
         bits = row_bits(masks, n)
         if self.window_column is None:
-            return bits, None
+            return bits, None, aggs
         pad_of_row = np.arange(n, dtype=np.int64) + part_of_row
         window = _Window.build(work[self.window_column], self.plan.q.match, pad_of_row,
                                n + nparts, np.int64)
         if window is None:
             return None
-        return bits, np.asarray(window.horizon(pad_of_row), dtype=np.int64) - part_of_row
+        return (bits, np.asarray(window.horizon(pad_of_row), dtype=np.int64) - part_of_row,
+                aggs)
 
-    def _masks(self, work: dict[str, pd.Series], n: int, starts_of: np.ndarray,
-               part_of_row: np.ndarray) -> list[np.ndarray | None]:
-        q = self.plan.q
+    def _agg_inputs(self, column: Any, n: int) -> tuple[np.ndarray, ...]:
+        """The aggregate conditions as the kernel takes them; raises _NotSimple when a
+        value is not a number float64 holds exactly (integers whose running sums could
+        pass 2**53)."""
+        from . import kernel
+
+        checks = self.plan.agg_checks
+        k = len(checks)
+        val = np.zeros((k, n), dtype=np.float64)
+        ok = np.ones((k, n), dtype=bool)
+        rhs = np.zeros((k, n), dtype=np.float64)
+        rhs_ok = np.ones((k, n), dtype=bool)
+        n_vars = len(self.plan.q.variables)
+        for i, (name, other) in enumerate(zip(self.agg_columns,
+                                              self.agg_others, strict=True)):
+            if name is not None:
+                values, null = column(name)
+                if values.dtype.kind in "iu" and len(values) and (
+                        float(np.abs(values.astype(np.float64)).sum()) >= _EXACT):
+                    raise _NotSimple
+                val[i] = values
+                ok[i] = ~null
+            y, y_null = _np_number(other, column)
+            y = np.broadcast_to(np.asarray(y), (n,))
+            if y.dtype.kind in "iu" and n and int(np.abs(y).max()) >= _EXACT:
+                raise _NotSimple
+            if y.dtype.kind not in "iuf":
+                raise _NotSimple
+            rhs[i] = y
+            rhs_ok[i] = ~np.broadcast_to(np.asarray(y_null, dtype=bool), (n,))
+        over = [sum(1 << v for v in (c.over if c.over is not None else range(n_vars)))
+                for c in checks]
+        return (val, ok, np.asarray(over, dtype=np.uint64),
+                np.asarray([kernel.AGG_FUNCS[c.func] for c in checks], dtype=np.int64),
+                np.asarray([c.owner for c in checks], dtype=np.int64),
+                np.asarray([kernel.AGG_OPS.index(c.op) for c in checks], dtype=np.int64),
+                rhs, rhs_ok)
+
+    def _column_reader(self, work: dict[str, pd.Series], n: int, starts_of: np.ndarray,
+                       part_of_row: np.ndarray) -> Any:
+        """``column(name)``: a numeric input or shifted helper column as (values, NULL
+        mask), for :func:`_np_bool`; raises _NotSimple for other columns."""
         rows = np.arange(n, dtype=np.int64)
         part_lo = starts_of[part_of_row] if n else rows
         part_hi = np.append(starts_of[1:], n)[part_of_row] if n else rows
@@ -391,6 +446,16 @@ class _FastBound:
             if key not in cache:
                 cache[key] = _np_column(work[source], shift, rows, part_lo, part_hi)
             return cache[key]
+
+        return column
+
+    def _masks(self, work: dict[str, pd.Series], n: int, starts_of: np.ndarray,
+               part_of_row: np.ndarray) -> list[np.ndarray | None]:
+        q = self.plan.q
+        rows = np.arange(n, dtype=np.int64)
+        part_lo = starts_of[part_of_row] if n else rows
+        part_hi = np.append(starts_of[1:], n)[part_of_row] if n else rows
+        column = self._column_reader(work, n, starts_of, part_of_row)
 
         codes_cache: dict[str, tuple[np.ndarray, list[str]] | None] = {}
 
@@ -772,38 +837,56 @@ def _check_exact(x: Any, y: Any) -> None:
 def prepare(bound: Bound, df: pd.DataFrame, needed: list[str]) -> tuple[
         dict[str, pd.Series], np.ndarray, list[int]]:
     """As ``Bound._prepare``: the ``needed`` columns sorted by partition and order keys,
-    the original positions of the sorted rows, and the partition boundaries. Sorts with
-    numpy when the keys allow it (the same order as pandas' stable sort), else pandas."""
-    m = bound.q.match
-    n = len(df)
-
-    def general() -> tuple[dict[str, pd.Series], np.ndarray, list[int]]:
+    the original positions of the sorted rows, and the partition boundaries."""
+    found = sort_order(bound, df)
+    if found is None:
         work, positions, bounds = bound._prepare(df)
         return {c: work[c] for c in needed}, positions, bounds
+    perm, bounds = found
+    n = len(df)
+    identity = bool((perm == np.arange(n)).all())
+    data: dict[str, pd.Series] = {}
+    index = pd.RangeIndex(n)
+    for c in needed:
+        col = df[c]
+        if isinstance(col.dtype, np.dtype):
+            values = col.to_numpy()
+            data[c] = pd.Series(values if identity else values[perm], index=index, name=c)
+        else:
+            data[c] = pd.Series(col.array if identity else col.array.take(perm), index=index,
+                                name=c)
+    return data, perm, bounds
 
+
+def sort_order(bound: Bound, df: pd.DataFrame) -> tuple[np.ndarray, list[int]] | None:
+    """The order ``Bound._prepare`` sorts ``df`` in (by partition and order keys, stable)
+    and the partition boundaries, computed with numpy; None when the keys need pandas'
+    sort (no rows, NULL keys, mixed types, a descending or second ORDER BY key)."""
+    m = bound.q.match
+    n = len(df)
     if n == 0 or len(bound.order_cols) != 1 or m.order_by[0].descending:
-        return general()
+        return None
     codes_list: list[np.ndarray] = []
     for col in bound.partition_cols:
         codes = _sort_codes(df[col])
         if codes is None:
-            return general()
+            return None
         codes_list.append(codes)
     order = df[bound.order_cols[0]]
     dt = order.dtype
     if not isinstance(dt, np.dtype) or dt.kind not in "iufM":
-        return general()
+        return None
     okeys = order.to_numpy()
     if dt.kind == "f" and np.isnan(okeys).any():
-        return general()
+        return None
     if dt.kind == "M" and np.isnat(okeys).any():
-        return general()
+        return None
     if codes_list:
         key = codes_list[0].astype(np.int64)
         for codes in codes_list[1:]:
             width = int(codes.max()) + 1
             if int(key.max()) + 1 > (2**62) // width:
-                return general()
+                return None
             key = key * width + codes
         parts = int(key.max()) + 1
         small = key.astype(np.int16 if parts < 2**15 else np.int32 if parts < 2**31
@@ -819,18 +902,7 @@ def prepare(bound: Bound, df: pd.DataFrame, needed: list[str]) -> tuple[
     else:
         perm = np.argsort(okeys, kind="stable")
         bounds = [0, n]
-    identity = bool((perm == np.arange(n)).all())
-    data: dict[str, pd.Series] = {}
-    index = pd.RangeIndex(n)
-    for c in needed:
-        col = df[c]
-        if isinstance(col.dtype, np.dtype):
-            values = col.to_numpy()
-            data[c] = pd.Series(values if identity else values[perm], index=index, name=c)
-        else:
-            data[c] = pd.Series(col.array if identity else col.array.take(perm), index=index,
-                                name=c)
-    return data, perm, bounds
+    return perm, bounds
 
 
 def _sort_codes(s: pd.Series) -> np.ndarray | None:
@@ -1071,14 +1143,22 @@ def row_bits(masks: list[np.ndarray | None], n: int) -> np.ndarray:
     return bits
 
 
+TOO_MANY_THREADS = -2  # run_kernel's bad index when the general matcher must run
+
+
 def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
                horizon: np.ndarray | None,
                skip: SkipPolicy, report_unmatched: bool, first: list[int] | None = None,
                covered: list[int] | None = None, begin: list[int] | None = None,
-               open_: bool = False) -> tuple[Any, ...]:
+               open_: bool = False, selection: str = "STRICT",
+               aggs: tuple[np.ndarray, ...] | None = None) -> tuple[Any, ...]:
     """:func:`cep_core.runtime.kernel.run` over the partitions ``bounds`` (defaults: every
     partition from its first row, '^' there, closed); returns its results and the stop
-    row per partition."""
+    row per partition. Each match's labels cover its rows ``start..end-1``; under SKIP
+    TILL ... MATCH (``selection``) rows it skipped have the label ``n_states``
+    (:meth:`cep_core.compile.nfa.Automaton.label_var` -1). ``aggs``: the aggregate
+    conditions (:meth:`_FastBound.kernel_inputs`); the bad record index is then
+    ``TOO_MANY_THREADS`` if the kernel gave up (the general matcher must run)."""
     from . import kernel
 
     b = np.asarray(bounds if len(bounds) > 1 else [0, 0], dtype=np.int64)
@@ -1097,7 +1177,9 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
                      horizon is not None,
                      automaton.var, automaton.ptr, automaton.targets, kind,
                      np.int64(mask_bits), report_unmatched, kernel.MEMO_LIMIT, arr(first),
-                     arr(covered), arr(begin), open_, automaton.touches_end, stops)
+                     arr(covered), arr(begin), open_, automaton.touches_end, stops,
+                     None if selection == "STRICT" else kernel.SELECTIONS[selection], aggs,
+                     kernel.MAX_AGG_THREADS)
     return (*out, stops)
 
 
@@ -1223,7 +1305,7 @@ def measure_values(measures: list[FastMeasure], columns: list[str | None], names
     for me, col in zip(measures, columns, strict=True):
         if me.kind in ("nav", "count"):
             if me.var is None:
-                inside = np.ones(len(labels), dtype=bool)
+                inside = labels >= 0  # not a row skipped under SKIP TILL ... MATCH
             else:
                 inside = np.isin(labels, np.fromiter(me.var, dtype=np.int64))
             cs = np.zeros(len(labels) + 1, dtype=np.int64)
@@ -1257,18 +1339,24 @@ def measure_values(measures: list[FastMeasure], columns: list[str | None], names
 def raw_matches(o_start: np.ndarray, o_end: np.ndarray, o_num: np.ndarray,
                  o_unm: np.ndarray, o_lab: np.ndarray, automaton: Automaton) -> list[RawMatch]:
     """The kernel's output records as the general matcher's RawMatch objects."""
-    lab_var = automaton.var[o_lab].tolist()
-    lab_excl = automaton.excluded[o_lab].tolist()
+    lab_var = automaton.label_var(o_lab).tolist()
+    lab_excl = automaton.label_excluded(o_lab).tolist()
+    skipped = bool(len(o_lab)) and bool((o_lab == automaton.n_states).any())
     out: list[RawMatch] = []
     at = 0
     for a, b, num, unm in zip(o_start.tolist(), o_end.tolist(), o_num.tolist(),
                               o_unm.tolist(), strict=True):
         if unm:
             out.append(RawMatch(a, 0, unmatched=True))
+            continue
+        if skipped:  # SKIP TILL ... MATCH: the rows skipped are not in the match
+            kept = [i for i in range(b - a) if lab_var[at + i] >= 0]
+            out.append(RawMatch(a, num, [a + i for i in kept], [lab_var[at + i] for i in kept],
+                                [lab_excl[at + i] for i in kept]))
         else:
             out.append(RawMatch(a, num, list(range(a, b)), lab_var[at:at + b - a],
                                 lab_excl[at:at + b - a]))
-            at += b - a
+        at += b - a
     return out
 
 
@@ -1282,7 +1370,8 @@ def all_rows_vectorised(fb: _FastBound, df: pd.DataFrame, work: dict[str, pd.Ser
     measures = fb.vector_measures
     q = fb.plan.q
     if measures is None or any(getattr(me.expr, "semantics", None) == "FINAL"
-                               for me in q.match.measures):
+                               for me in q.match.measures) or (
+            len(labels) and bool((labels < 0).any())):  # rows skipped by SKIP TILL
         return None
     m = len(start)
     length = end - start

@@ -15,6 +15,24 @@ to a match from any start row (conditions depend on the row only), so later atte
 threads that reach them: every (state, row) pair is expanded a bounded number of times,
 which keeps patterns like ``(A+)+ B`` linear.
 
+SKIP TILL NEXT / ANY MATCH (the general matcher's LABEL that scans ahead once the match
+has a row): a thread that has consumed a row and sits in a state whose condition the
+current row fails keeps waiting in that state for a later row; under ANY it also waits
+when the row satisfies it, as the alternative less preferred than taking the row (the
+depth-first matcher tries later rows for a label only after every path that takes the
+earlier one). A waiting thread in state s at row r has the future of a thread entering s
+at r, so the (state, row) rules above hold for it too; only the states entered before the
+first row of an attempt (which must take that row) are not remembered across attempts.
+
+Aggregates in DEFINE (``UP AS chg > 0 AND SUM(UP.chg) <= 6``; a conjunct ``AGG(column)
+<op> row-local expression`` of COUNT/SUM/AVG/MIN/MAX over a column of numbers that float64
+holds exactly): each thread carries the running aggregates of its path, updated when it
+consumes a row; a row satisfies a variable if its bit is set and its aggregate conditions
+hold with the row included. Two threads in the same state at the same row then have the
+same future only if their aggregates are equal too: both are kept otherwise, so the number
+of threads is no longer bounded by the states (past ``MAX_AGG_THREADS`` the caller falls
+back to the general matcher), and nothing is remembered across attempts.
+
 This module imports numba; it is only imported when a query runs on the kernel.
 """
 
@@ -25,6 +43,15 @@ from numba import njit  # type: ignore[import-untyped, unused-ignore]
 
 # Skip kinds as the kernel takes them.
 PAST_LAST_ROW, TO_NEXT_ROW, TO_FIRST, TO_LAST = 0, 1, 2, 3
+# Selection strategies as the kernel takes them.
+STRICT, NEXT, ANY = 0, 1, 2
+SELECTIONS = {"STRICT": STRICT, "NEXT": NEXT, "ANY": ANY}
+# Aggregates in DEFINE as the kernel takes them; comparisons are in AGG_OPS' order.
+AGG_COUNT, AGG_SUM, AGG_AVG, AGG_MIN, AGG_MAX = 0, 1, 2, 3, 4
+AGG_FUNCS = {"COUNT": AGG_COUNT, "SUM": AGG_SUM, "AVG": AGG_AVG, "MIN": AGG_MIN,
+             "MAX": AGG_MAX}
+AGG_OPS = ("=", "<>", "<", "<=", ">", ">=")
+MAX_AGG_THREADS = 4096  # live threads per row with aggregates, else the general matcher
 MEMO_LIMIT = 1 << 24  # (rows + 1) x states of a partition for cross-attempt memoisation
 
 
@@ -58,11 +85,104 @@ def _enter(memo: bool, marks: np.ndarray, failed: np.ndarray, stamp: np.ndarray,
 
 
 @njit(cache=True)
+def _has_twin(n_aggs: int, t: int, n_nxt: int, nxt_s: np.ndarray, nxt_acc: np.ndarray,
+              nxt_cnt: np.ndarray, acc: np.ndarray,
+              cnt: np.ndarray) -> bool:  # pragma: no cover - compiled
+    """A thread of this step is in state ``t`` with the running aggregates ``acc, cnt``."""
+    for i in range(n_nxt):
+        if nxt_s[i] != t:
+            continue
+        same = True
+        for k in range(n_aggs):
+            if nxt_cnt[i, k] != cnt[k] or (cnt[k] > 0 and nxt_acc[i, k] != acc[k]):
+                same = False
+                break
+        if same:
+            return True
+    return False
+
+
+@njit(cache=True, inline="always")
+def _load(acc: np.ndarray, cnt: np.ndarray, from_acc: np.ndarray, from_cnt: np.ndarray,
+          i: int) -> None:  # pragma: no cover - compiled
+    """Thread ``i``'s running aggregates into ``acc, cnt`` (no work without aggregates)."""
+    for k in range(len(acc)):
+        acc[k] = from_acc[i, k]
+        cnt[k] = from_cnt[i, k]
+
+
+@njit(cache=True, inline="always")
+def _store(to_acc: np.ndarray, to_cnt: np.ndarray, i: int, acc: np.ndarray,
+           cnt: np.ndarray) -> None:  # pragma: no cover - compiled
+    for k in range(len(acc)):
+        to_acc[i, k] = acc[k]
+        to_cnt[i, k] = cnt[k]
+
+
+@njit(cache=True)
+def _aggregates_hold(v: int, pos: int, acc: np.ndarray, cnt: np.ndarray, out_acc: np.ndarray,
+                     out_cnt: np.ndarray, aggs: tuple[np.ndarray, ...]
+                     ) -> bool:  # pragma: no cover - compiled
+    """Row ``pos`` mapped to variable ``v`` after a path with running aggregates ``acc,
+    cnt``: the aggregates with it (into ``out_acc, out_cnt``) and whether every aggregate
+    condition of ``v``'s DEFINE is TRUE (RUNNING semantics: the row is included)."""
+    agg_val, agg_ok, agg_over, agg_func, agg_owner, agg_op, agg_rhs, agg_rhs_ok = aggs
+    ok = True
+    for k in range(len(agg_func)):
+        a = acc[k]
+        n = cnt[k]
+        if (agg_over[k] >> np.uint64(v)) & np.uint64(1) and agg_ok[k, pos]:
+            x = agg_val[k, pos]
+            f = agg_func[k]
+            if n == 0:
+                a = x
+            elif f == AGG_SUM or f == AGG_AVG:
+                a = a + x
+            elif f == AGG_MIN:
+                a = x if x < a else a
+            elif f == AGG_MAX:
+                a = x if x > a else a
+            n += 1
+        out_acc[k] = a
+        out_cnt[k] = n
+        if agg_owner[k] != v or not ok:
+            continue
+        if not agg_rhs_ok[k, pos]:
+            ok = False
+            continue
+        if agg_func[k] == AGG_COUNT:
+            value = float(n)
+        elif n == 0:
+            ok = False  # NULL
+            continue
+        elif agg_func[k] == AGG_AVG:
+            value = a / n
+        else:
+            value = a
+        y = agg_rhs[k, pos]
+        op = agg_op[k]
+        if op == 0:
+            ok = value == y
+        elif op == 1:
+            ok = value != y
+        elif op == 2:
+            ok = value < y
+        elif op == 3:
+            ok = value <= y
+        elif op == 4:
+            ok = value > y
+        else:
+            ok = value >= y
+    return ok
+
+
+@njit(cache=True)
 def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: bool,
         state_var: np.ndarray, ptr: np.ndarray, targets: np.ndarray, skip_kind: int,
         skip_mask: np.int64, report_unmatched: bool, memo_limit: int,
         first: np.ndarray, covered_from: np.ndarray, begin: np.ndarray, open_: bool,
-        touches_end: np.ndarray, stops: np.ndarray
+        touches_end: np.ndarray, stops: np.ndarray, selection: int | None,
+        aggs: tuple[np.ndarray, ...] | None, max_threads: int
         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                    int]:  # pragma: no cover - compiled
     """Matches of every partition ``bounds[j]..bounds[j+1]-1``, from its row ``first[j]``
@@ -77,7 +197,19 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     ``open_`` (incremental matching): more rows may follow each partition; the first
     attempt whose outcome depends on them (a thread still alive after the last row, or a
     '$' passed there) stops the partition, and ``stops[j]`` is set to its start row (else
-    to the end of the partition)."""
+    to the end of the partition).
+
+    ``selection`` (SKIP TILL NEXT / ANY MATCH, see the module docstring; None: STRICT, and
+    numba compiles the kernel without that code): a matched row between two others may be
+    skipped; the label of a skipped row is ``n_states``.
+
+    ``aggs`` (None: no aggregate conditions; numba then compiles the kernel without their
+    code): per aggregate condition ``AGG(column) <op> rhs`` of a DEFINE (see the module
+    docstring), the column per row and whether it is non-NULL, the variables aggregated
+    over (bit mask), the function, the variable whose DEFINE has the condition, the
+    comparison and its right-hand side per row and whether that is non-NULL. If a step
+    needs more than ``max_threads`` threads, matching stops and the bad record index is -2
+    (the caller runs the general matcher)."""
     n_states = len(state_var)
     accept = n_states
     o_start = np.empty(16, dtype=np.int64)
@@ -87,12 +219,28 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     o_lab = np.empty(16, dtype=np.int32)
     n_out = 0
     n_lab = 0
-    cur_s = np.empty(n_states + 1, dtype=np.int64)
-    cur_n = np.empty(n_states + 1, dtype=np.int64)
-    nxt_s = np.empty(n_states + 1, dtype=np.int64)
-    nxt_n = np.empty(n_states + 1, dtype=np.int64)
+    n_aggs = 0
+    cap = n_states + 1
+    if aggs is not None:
+        n_aggs = len(aggs[3])
+        cap = max(cap, max_threads)
+    cur_s = np.empty(cap, dtype=np.int64)
+    cur_n = np.empty(cap, dtype=np.int64)
+    nxt_s = np.empty(cap, dtype=np.int64)
+    nxt_n = np.empty(cap, dtype=np.int64)
+    cur_acc = np.zeros((cap, n_aggs), dtype=np.float64)
+    cur_cnt = np.zeros((cap, n_aggs), dtype=np.int64)
+    nxt_acc = np.zeros((cap, n_aggs), dtype=np.float64)
+    nxt_cnt = np.zeros((cap, n_aggs), dtype=np.int64)
+    new_acc = np.zeros(n_aggs, dtype=np.float64)
+    new_cnt = np.zeros(n_aggs, dtype=np.int64)
+    zero_acc = np.zeros(n_aggs, dtype=np.float64)
+    zero_cnt = np.zeros(n_aggs, dtype=np.int64)
+    old_acc = np.zeros(n_aggs, dtype=np.float64)
+    old_cnt = np.zeros(n_aggs, dtype=np.int64)
     node_parent = np.empty(64, dtype=np.int64)
     node_state = np.empty(64, dtype=np.int64)
+    node_row = np.empty(64, dtype=np.int64)
     stamp = np.full(n_states + 1, -1, dtype=np.int64)
     step = 0
     failed = np.zeros(len(bits) + 1, dtype=np.bool_)
@@ -103,6 +251,13 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
         lo = bounds[j]
         hi = bounds[j + 1]
         memo = (not has_window) and (hi - lo + 1) * n_states <= memo_limit
+        if aggs is not None:
+            memo = False
+        # under SKIP TILL, a state entered before the first row must take that very row:
+        # not the future of the same state entered later, so not remembered
+        memo_first = memo
+        if selection is not None:
+            memo_first = False
         marks = np.full((hi - lo + 1) * n_states if memo else 1, -1, dtype=np.int64)
         start = first[j]
         covered = covered_from[j]
@@ -129,9 +284,15 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                     best_end = pos
                     best_node = -1
                     break
-                if not _enter(memo, marks, failed, stamp, (pos - lo) * n_states + t, t,
-                              start, step):
-                    continue
+                if aggs is None:
+                    if not _enter(memo_first, marks, failed, stamp,
+                                  (pos - lo) * n_states + t, t, start, step):
+                        continue
+                else:
+                    if _has_twin(n_aggs, t, n_cur, cur_s, cur_acc, cur_cnt, zero_acc,
+                                 zero_cnt):
+                        continue
+                    _store(cur_acc, cur_cnt, n_cur, zero_acc, zero_cnt)
                 cur_s[n_cur] = t
                 cur_n[n_cur] = -1
                 n_cur += 1
@@ -146,13 +307,40 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                     case = (2 if pos + 1 == at_begin else 0) + (1 if pos + 1 == hi else 0)
                     for c in range(n_cur):
                         s = cur_s[c]
-                        if (b & var_bit[s]) == 0:
+                        holds = (b & var_bit[s]) != 0
+                        if aggs is not None:
+                            _load(old_acc, old_cnt, cur_acc, cur_cnt, c)
+                            if holds:
+                                holds = _aggregates_hold(state_var[s], pos, old_acc, old_cnt,
+                                                         new_acc, new_cnt, aggs)
+                        if not holds:
+                            if selection is not None and pos > start:
+                                # skip the row, keep waiting in s for a later one
+                                if aggs is None:
+                                    if _enter(memo, marks, failed, stamp,
+                                              (pos + 1 - lo) * n_states + s, s, start, step):
+                                        nxt_s[n_nxt] = s
+                                        nxt_n[n_nxt] = cur_n[c]
+                                        n_nxt += 1
+                                elif not _has_twin(n_aggs, s, n_nxt, nxt_s, nxt_acc, nxt_cnt,
+                                                   old_acc, old_cnt):
+                                    if n_nxt == cap:
+                                        return (o_start[:n_out], o_end[:n_out],
+                                                o_num[:n_out], o_unm[:n_out], o_lab[:n_lab],
+                                                -2)
+                                    nxt_s[n_nxt] = s
+                                    nxt_n[n_nxt] = cur_n[c]
+                                    _store(nxt_acc, nxt_cnt, n_nxt, old_acc, old_cnt)
+                                    n_nxt += 1
                             continue
                         if n_nodes == len(node_parent):
                             node_parent = _grow(node_parent, n_nodes + 1)
                             node_state = _grow(node_state, n_nodes + 1)
                         node_parent[n_nodes] = cur_n[c]
                         node_state[n_nodes] = s
+                        if selection is not None:
+                            node_row = _grow(node_row, n_nodes + 1)
+                            node_row[n_nodes] = pos
                         node = n_nodes
                         n_nodes += 1
                         i = (s + 1) * 4 + case
@@ -166,20 +354,54 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                                 best_node = node
                                 accepted = True
                                 break
-                            if not _enter(memo, marks, failed, stamp,
-                                          (pos + 1 - lo) * n_states + t, t, start, step):
-                                continue
+                            if aggs is None:
+                                if not _enter(memo, marks, failed, stamp,
+                                              (pos + 1 - lo) * n_states + t, t, start, step):
+                                    continue
+                            else:
+                                if _has_twin(n_aggs, t, n_nxt, nxt_s, nxt_acc, nxt_cnt,
+                                             new_acc, new_cnt):
+                                    continue
+                                if n_nxt == cap:
+                                    return (o_start[:n_out], o_end[:n_out], o_num[:n_out],
+                                            o_unm[:n_out], o_lab[:n_lab], -2)
+                                _store(nxt_acc, nxt_cnt, n_nxt, new_acc, new_cnt)
                             nxt_s[n_nxt] = t
                             nxt_n[n_nxt] = node
                             n_nxt += 1
                         if accepted:
                             break  # less preferred threads are cut
+                        if selection is not None and selection == ANY and pos > start:
+                            # SKIP TILL ANY MATCH: a later row for s is the alternative,
+                            # less preferred than taking this one
+                            if aggs is None:
+                                if _enter(memo, marks, failed, stamp,
+                                          (pos + 1 - lo) * n_states + s, s, start, step):
+                                    nxt_s[n_nxt] = s
+                                    nxt_n[n_nxt] = cur_n[c]
+                                    n_nxt += 1
+                            elif not _has_twin(n_aggs, s, n_nxt, nxt_s, nxt_acc, nxt_cnt,
+                                               old_acc, old_cnt):
+                                if n_nxt == cap:
+                                    return (o_start[:n_out], o_end[:n_out], o_num[:n_out],
+                                            o_unm[:n_out], o_lab[:n_lab], -2)
+                                nxt_s[n_nxt] = s
+                                nxt_n[n_nxt] = cur_n[c]
+                                _store(nxt_acc, nxt_cnt, n_nxt, old_acc, old_cnt)
+                                n_nxt += 1
                 tmp_s = cur_s
                 cur_s = nxt_s
                 nxt_s = tmp_s
                 tmp_n = cur_n
                 cur_n = nxt_n
                 nxt_n = tmp_n
+                if aggs is not None:
+                    tmp_acc = cur_acc
+                    cur_acc = nxt_acc
+                    nxt_acc = tmp_acc
+                    tmp_cnt = cur_cnt
+                    cur_cnt = nxt_cnt
+                    nxt_cnt = tmp_cnt
                 n_cur = n_nxt
                 pos += 1
             # ---- record the outcome
@@ -216,9 +438,15 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
             length = best_end - start
             o_lab = _grow(o_lab, n_lab + length)
             node = best_node
-            for r in range(length - 1, -1, -1):
-                o_lab[n_lab + r] = node_state[node]
-                node = node_parent[node]
+            if selection is not None:
+                o_lab[n_lab:n_lab + length] = n_states  # skipped rows
+                while node >= 0:
+                    o_lab[n_lab + node_row[node] - start] = node_state[node]
+                    node = node_parent[node]
+            else:
+                for r in range(length - 1, -1, -1):
+                    o_lab[n_lab + r] = node_state[node]
+                    node = node_parent[node]
             first_lab = n_lab
             n_lab += length
             if length > 0:
@@ -233,14 +461,14 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                 target = -1
                 if skip_kind == TO_FIRST:
                     for r in range(length):
-                        v = state_var[o_lab[first_lab + r]]
-                        if (skip_mask >> v) & 1:
+                        lab = o_lab[first_lab + r]
+                        if lab < n_states and (skip_mask >> state_var[lab]) & 1:
                             target = start + r
                             break
                 else:
                     for r in range(length - 1, -1, -1):
-                        v = state_var[o_lab[first_lab + r]]
-                        if (skip_mask >> v) & 1:
+                        lab = o_lab[first_lab + r]
+                        if lab < n_states and (skip_mask >> state_var[lab]) & 1:
                             target = start + r
                             break
                 if target < 0 or target == start:

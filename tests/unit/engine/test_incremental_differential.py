@@ -369,12 +369,14 @@ def test_column_names_that_differ_only_in_case() -> None:
 # ---------------------------------------------------------------- feed(): Match objects
 # The compiled kernel runs every partition of a batch in one call and emits its matches
 # with the measures vectorised over all of them (row-local and PREV conditions, measures
-# of FIRST/LAST/COUNT/CLASSIFIER/MATCH_NUMBER); other measures per match. The general
-# matcher (aggregates in DEFINE, SKIP TILL ... MATCH) emits its matches once per feed with
-# the same vectorised measures, unless something reads ahead (NEXT).
+# of FIRST/LAST/COUNT/CLASSIFIER/MATCH_NUMBER); other measures per match; SKIP TILL ...
+# MATCH and aggregate conditions (``AGG(column) op row-local``) run on it too. The general
+# matcher (NEXT, FIRST/LAST in DEFINE, other aggregate conditions) emits its matches once
+# per feed with the same vectorised measures, unless something reads ahead (NEXT).
 KERNEL_CONDITIONS = ["TRUE", "x > 0", "x <= 1 OR x IS NULL", "x > PREV(x)", "y < x",
-                     "x IS NULL", "PREV(y, 2) > 0"]
-GENERAL_CONDITIONS = ["SUM(y) <= 3", "COUNT(*) <= 2", "x < NEXT(x)", "y > FIRST(y)"]
+                     "x IS NULL", "PREV(y, 2) > 0", "SUM(y) <= 3", "COUNT(*) <= 2",
+                     "x > 0 AND AVG(y) >= PREV(y)"]
+GENERAL_CONDITIONS = ["SUM(y) <= 3 OR x > 2", "x < NEXT(x)", "y > FIRST(y)"]
 KERNEL_MEASURES = [
     "MATCH_NUMBER() AS mn", "CLASSIFIER() AS cls", "FIRST(x) AS fx", "LAST(y) AS ly",
     "LAST({v}.x, 1) AS la1", "FIRST({v}.ts) AS fb", "COUNT(*) AS n", "COUNT({v}.*) AS nb",
