@@ -60,10 +60,11 @@ from .gold_window import (
     window_steps,
 )
 from .gold_window import drop_stale as drop_stale_windows
-from .live_step import LiveStep, drop_stale, save_state
+from .live_step import LiveStep, drop_stale, merge_state
+from .live_step import state_write as live_state
 from .match_state import PatternStep, find_pattern, supersede_pending, supported, within_ns
 from .match_state import fingerprint as pattern_fingerprint
-from .match_state import save_state as save_pattern_state
+from .match_state import state_write as pattern_state
 from .streaming import StreamRun, app_status, log, run_stream, writer_id
 from .tables import LakeTable, engine_columns
 
@@ -830,20 +831,22 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
                     f"watermark {mark.isoformat()}")
             if steps:
                 log(f"{stream}: batch {batch_id}: {window_rows} rows to gold.window_outputs")
-            for pstep in found.pattern_steps:  # after gold: a crash in between replays
-                expired = save_pattern_state(spark, settings, pstep, batch_id, version,
-                                             detected)
+            # after gold: a crash in between replays; every query's state in one MERGE
+            writes = [pattern_state(spark, settings, pstep, batch_id, version, detected)
+                      for pstep in found.pattern_steps]
+            writes += [live_state(settings, query, step, batch_id, version, detected)
+                       for query, step in found.live_steps]
+            if expired := merge_state(spark, settings, writes):
+                ids = ", ".join(w.query_id for w in writes if w.cutoff is not None)
+                log(f"{stream}: batch {batch_id}: {ids}: {expired} partial-match key rows "
+                    "expired (no event within the pattern's WITHIN)")
+            for pstep in found.pattern_steps:
                 st = pstep.stats
                 log(f"{stream}: batch {batch_id}: {pstep.query.id}: {st['keys']} keys "
                     f"({st['new_keys']} new, {st['replayed']} replayed from history), "
                     f"{st['batch_rows']} new rows, {st['history_rows']} history rows read; "
                     f"{st['final']} final and {st['provisional']} provisional matches, "
-                    f"{st['superseded']} provisional superseded; {expired} keys expired")
-            for query, step in found.live_steps:  # after gold: a crash in between replays
-                if expired := save_state(spark, settings, query, step, batch_id, version,
-                                         detected):
-                    log(f"{stream}: batch {batch_id}: {query.id}: {expired} partial-match "
-                        "key rows expired (no event within the live pattern's WITHIN)")
+                    f"{st['superseded']} provisional superseded")
             for record in found.access:
                 record["complex_events"] = int(counts.get(record["query_id"], 0))
                 log(f"{stream}: batch {batch_id}: {record['query_id']}: {record['strategy']} "
