@@ -134,6 +134,18 @@ UPGRADED = ("gold.complex_events", "gold.probabilistic_events", "gold.window_out
             "gold.alerts")
 
 
+def uncommitted(settings: Settings, stream: str) -> list[int]:
+    """The batch ids of ``stream``'s checkpoint planned (``offsets/``) but not committed
+    (``commits/``): a stopped run's last batch, which the stream runs again first."""
+    folder = settings.checkpoint(stream)
+
+    def ids(name: str) -> set[int]:
+        return {int(p.name) for p in (folder / name).glob("*") if p.name.isdigit()}
+
+    done = max(ids("commits"), default=-1)
+    return sorted(b for b in ids("offsets") if b > done)
+
+
 def detect(spark, queries: Sequence[QueryDefinition], new_events, history, version: int,  # noqa: ANN001, PLR0913
            batch_id: int, detected: datetime, settings: Settings, strategy: str = "",
            rbuffer: RecentBuffer | None = None,
@@ -609,6 +621,12 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
         log(f"{stream}: batch {batch_id}: {new} new alerts{note}")
 
     writer = writer_id(settings, stream)  # txnAppId of the access record's append
+    #: batches run before (the checkpoint's batch planned but not committed: a crash; a
+    #: batch retried after a conflict): their gold writes may be in Delta already
+    again = set(uncommitted(settings, stream))
+    if again:
+        log(f"{stream}: batch {', '.join(map(str, sorted(again)))} planned by an earlier run "
+            "but not committed: run again (its gold rows MERGEd, not appended)")
 
     def deploy(batch_id: int, detected: datetime) -> dict[str, int]:
         """Deploy the rules changed since the last batch (docs/rules.md, "Hot reload");
@@ -757,6 +775,7 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
                             if priority is None or attempt == CONFLICT_RETRIES or \
                                     not concurrent_write(exc):
                                 raise
+                            again.add(batch_id)
                             log(f"{stream}: batch {batch_id}: a concurrent gold write "
                                 f"conflicted ({type(exc).__name__}); batch run again "
                                 f"(attempt {attempt + 1}; every write is idempotent)")
@@ -788,13 +807,18 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
             # alerts before gold: every alerting row of gold has its alert (docs/alerts.md)
             new_alerts = (alerts.record(spark, settings, rows, alert_ids, batch_id, detected)
                           if any(counts.get(q) for q in alert_ids) else 0)
+            # one gold.complex_events commit per batch: the in-order pattern keys' rows (new
+            # match ids) alone go by an idempotent append (no MERGE); with other rows they
+            # join those rows' insert-only MERGE (no MERGE without rows). A batch run again
+            # may have MERGEd its in-order rows the first time: it MERGEs them again (an
+            # append's txnAppId would not know them)
             appended = sum(step.stats["appended"] for step in found.pattern_steps)
-            if found.append is not None:
-                if appended:  # new match ids only: an idempotent append, no MERGE
-                    LakeTable(spark, settings, "gold.complex_events").append(
-                        found.append, f"{writer}/pattern", batch_id)
-            if sum(counts.values()) > appended:  # a MERGE of nothing costs a commit
-                merge_into_gold(spark, settings, found.merge)
+            if appended and sum(counts.values()) == appended and batch_id not in again:
+                assert found.append is not None
+                LakeTable(spark, settings, "gold.complex_events").append(
+                    found.append, f"{writer}/pattern", batch_id)
+            elif sum(counts.values()):
+                merge_into_gold(spark, settings, rows)
             superseded, restored = supersede(
                 spark, settings, rows, found.recomputed, version,
                 {q.id: q.rule_hash for q in queries if q.id in floors})

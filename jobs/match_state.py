@@ -19,7 +19,8 @@ the newest time below which expired keys were removed). Per batch (:func:`find_p
    over the key's events so far finds beyond them; the incremental matcher would still
    wait for more rows). Together they are exactly the batch answer over the history so
    far, so ``superseded_version IS NULL`` stays "the current answer". An in-order key's
-   new rows are new match ids: one idempotent append (``txnAppId``/``txnVersion``). Its
+   new rows are new match ids: one idempotent append (``txnAppId``/``txnVersion``), or,
+   when the batch MERGEs other rows anyway, part of that insert-only MERGE (one commit). Its
    earlier provisional matches that the batch did not find again get
    ``superseded_version`` (an update-only MERGE of those rows). Replay keys' rows are
    MERGEd insert-only and their lost rows superseded, as before (``jobs.gold.supersede``).
