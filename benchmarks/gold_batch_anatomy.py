@@ -49,7 +49,7 @@ WRAPPED = {
         "validate", "_start", "seed_checkpoint", "load_latest", "incremental_keys",
         "drop_stale", "drop_stale_windows", "check_live_columns", "run_stream",
         "refresh_tuned", "detect", "merge_into_gold", "supersede", "commit_windows",
-        "save_pattern_state", "save_state", "record_access", "record_plans",
+        "pattern_state", "live_state", "merge_state", "record_access", "record_plans",
         "supersede_pending", "merge_probabilistic", "window_steps", "find_pattern",
         "pattern_rows", "live_archive_rows", "uncertain_rows", "acquisition_rows",
         "warm_start",
@@ -58,7 +58,6 @@ WRAPPED = {
     "lakecep.jobs.snapshots": ["take"],
     "lakecep.jobs.gold_chain": ["run_chained", "enable_change_feed"],
     "lakecep.jobs.gold_live_archive": ["find_live"],
-    "lakecep.jobs.live_step": ["merge_state"],
 }
 #: (module, class, methods) wrapped as phases.
 WRAPPED_METHODS = [
@@ -297,7 +296,7 @@ def profile_summary(profiles: list[cProfile.Profile]) -> dict[str, Any]:
 GROUPS = {
     "batch: detection (queries' Spark work, RBuffer)": ["gold.detect", "RecentBuffer.update"],
     "batch: gold writes (Delta commits)": [
-        "gold.merge_into_gold", "gold.supersede", "gold.save_pattern_state", "gold.save_state",
+        "gold.merge_into_gold", "gold.supersede", "gold.merge_state",
         "LakeTable.append", "gold.supersede_pending", "gold.commit_windows",
         "gold.record_plans", "gold.merge_probabilistic", "alerts.record", "alerts.deliver",
         "snapshots.take", "gold_chain.run_chained"],

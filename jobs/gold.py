@@ -60,10 +60,11 @@ from .gold_window import (
     window_steps,
 )
 from .gold_window import drop_stale as drop_stale_windows
-from .live_step import LiveStep, drop_stale, save_state
+from .live_step import LiveStep, drop_stale, merge_state
+from .live_step import state_write as live_state
 from .match_state import PatternStep, find_pattern, supersede_pending, supported, within_ns
 from .match_state import fingerprint as pattern_fingerprint
-from .match_state import save_state as save_pattern_state
+from .match_state import state_write as pattern_state
 from .streaming import StreamRun, app_status, log, run_stream, writer_id
 from .tables import LakeTable, engine_columns
 
@@ -131,6 +132,18 @@ def seed_checkpoint(settings: Settings, stream: str) -> bool:
 #: added since (they read NULL in its older rows).
 UPGRADED = ("gold.complex_events", "gold.probabilistic_events", "gold.window_outputs",
             "gold.alerts")
+
+
+def uncommitted(settings: Settings, stream: str) -> list[int]:
+    """The batch ids of ``stream``'s checkpoint planned (``offsets/``) but not committed
+    (``commits/``): a stopped run's last batch, which the stream runs again first."""
+    folder = settings.checkpoint(stream)
+
+    def ids(name: str) -> set[int]:
+        return {int(p.name) for p in (folder / name).glob("*") if p.name.isdigit()}
+
+    done = max(ids("commits"), default=-1)
+    return sorted(b for b in ids("offsets") if b > done)
 
 
 def detect(spark, queries: Sequence[QueryDefinition], new_events, history, version: int,  # noqa: ANN001, PLR0913
@@ -608,6 +621,12 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
         log(f"{stream}: batch {batch_id}: {new} new alerts{note}")
 
     writer = writer_id(settings, stream)  # txnAppId of the access record's append
+    #: batches run before (the checkpoint's batch planned but not committed: a crash; a
+    #: batch retried after a conflict): their gold writes may be in Delta already
+    again = set(uncommitted(settings, stream))
+    if again:
+        log(f"{stream}: batch {', '.join(map(str, sorted(again)))} planned by an earlier run "
+            "but not committed: run again (its gold rows MERGEd, not appended)")
 
     def deploy(batch_id: int, detected: datetime) -> dict[str, int]:
         """Deploy the rules changed since the last batch (docs/rules.md, "Hot reload");
@@ -758,6 +777,7 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
                             if priority is None or attempt == CONFLICT_RETRIES or \
                                     not concurrent_write(exc):
                                 raise
+                            again.add(batch_id)
                             log(f"{stream}: batch {batch_id}: a concurrent gold write "
                                 f"conflicted ({type(exc).__name__}); batch run again "
                                 f"(attempt {attempt + 1}; every write is idempotent)")
@@ -789,13 +809,18 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
             # alerts before gold: every alerting row of gold has its alert (docs/alerts.md)
             new_alerts = (alerts.record(spark, settings, rows, alert_ids, batch_id, detected)
                           if any(counts.get(q) for q in alert_ids) else 0)
+            # one gold.complex_events commit per batch: the in-order pattern keys' rows (new
+            # match ids) alone go by an idempotent append (no MERGE); with other rows they
+            # join those rows' insert-only MERGE (no MERGE without rows). A batch run again
+            # may have MERGEd its in-order rows the first time: it MERGEs them again (an
+            # append's txnAppId would not know them)
             appended = sum(step.stats["appended"] for step in found.pattern_steps)
-            if found.append is not None:
-                if appended:  # new match ids only: an idempotent append, no MERGE
-                    LakeTable(spark, settings, "gold.complex_events").append(
-                        found.append, f"{writer}/pattern", batch_id)
-            if sum(counts.values()) > appended:  # a MERGE of nothing costs a commit
-                merge_into_gold(spark, settings, found.merge)
+            if appended and sum(counts.values()) == appended and batch_id not in again:
+                assert found.append is not None
+                LakeTable(spark, settings, "gold.complex_events").append(
+                    found.append, f"{writer}/pattern", batch_id)
+            elif sum(counts.values()):
+                merge_into_gold(spark, settings, rows)
             superseded, restored = supersede(
                 spark, settings, rows, found.recomputed, version,
                 {q.id: q.rule_hash for q in queries if q.id in floors})
@@ -832,20 +857,22 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
                     f"watermark {mark.isoformat()}")
             if steps:
                 log(f"{stream}: batch {batch_id}: {window_rows} rows to gold.window_outputs")
-            for pstep in found.pattern_steps:  # after gold: a crash in between replays
-                expired = save_pattern_state(spark, settings, pstep, batch_id, version,
-                                             detected)
+            # after gold: a crash in between replays; every query's state in one MERGE
+            writes = [pattern_state(spark, settings, pstep, batch_id, version, detected)
+                      for pstep in found.pattern_steps]
+            writes += [live_state(settings, query, step, batch_id, version, detected)
+                       for query, step in found.live_steps]
+            if expired := merge_state(spark, settings, writes):
+                ids = ", ".join(w.query_id for w in writes if w.cutoff is not None)
+                log(f"{stream}: batch {batch_id}: {ids}: {expired} partial-match key rows "
+                    "expired (no event within the pattern's WITHIN)")
+            for pstep in found.pattern_steps:
                 st = pstep.stats
                 log(f"{stream}: batch {batch_id}: {pstep.query.id}: {st['keys']} keys "
                     f"({st['new_keys']} new, {st['replayed']} replayed from history), "
                     f"{st['batch_rows']} new rows, {st['history_rows']} history rows read; "
                     f"{st['final']} final and {st['provisional']} provisional matches, "
-                    f"{st['superseded']} provisional superseded; {expired} keys expired")
-            for query, step in found.live_steps:  # after gold: a crash in between replays
-                if expired := save_state(spark, settings, query, step, batch_id, version,
-                                         detected):
-                    log(f"{stream}: batch {batch_id}: {query.id}: {expired} partial-match "
-                        "key rows expired (no event within the live pattern's WITHIN)")
+                    f"{st['superseded']} provisional superseded")
             for record in found.access:
                 record["complex_events"] = int(counts.get(record["query_id"], 0))
                 log(f"{stream}: batch {batch_id}: {record['query_id']}: {record['strategy']} "

@@ -18,7 +18,8 @@ Per batch (:func:`find_live`):
    batch's in-order keys). A replay re-finds the key's earlier live matches too, so a late
    archive event is joined with the live matches whose RA it falls in; gold's MERGE keeps
    each complex event once.
-3. After gold is written, :func:`save_state` merges the new hot and key rows.
+3. After gold is written, :func:`merge_state` merges the new hot and key rows (of every
+   query, one MERGE per batch).
 
 Every history read of the old design (each touched key's whole history, every batch) is
 now only for replay keys.
@@ -145,7 +146,7 @@ def _rows(columns: dict[str, list[Any]]) -> pd.DataFrame:
 @dataclass
 class LiveStep:
     """One batch's live step: live matches (a checkpointed DataFrame with the columns the
-    join needs), new state rows (saved by :func:`save_state` after gold is written) and
+    join needs), new state rows (saved by :func:`merge_state` after gold is written) and
     the summed counters."""
 
     live: Any
@@ -253,39 +254,70 @@ def expiry_cutoff(window: int | None, newest: int | None, oldest: int | None,
     return cutoff if untimed or (oldest is not None and oldest < cutoff) else None
 
 
-def merge_state(spark, settings: Settings, query_id: str, print_: str, rows,  # noqa: ANN001, PLR0913
-                cutoff: int | None, keep: Sequence[str] = ("last_time",)) -> int:
-    """MERGE one query's new state rows into gold.partial_matches (one Delta commit):
-    ``keep``: columns whose NULL in a new row keeps the stored value; with a ``cutoff``
-    (:func:`expiry_cutoff`) the expired keys' rows are deleted in the same MERGE. Returns
-    how many rows were deleted."""
-    from delta.tables import DeltaTable
+@dataclass
+class StateWrite:
+    """One query's new state rows for gold.partial_matches (:func:`merge_state`):
+    ``cutoff`` (:func:`expiry_cutoff`): its key rows older than it are deleted (None: none
+    expire)."""
 
+    query_id: str
+    fingerprint: str
+    rows: Any
+    cutoff: int | None
+
+
+def merge_state(spark, settings: Settings, writes: Sequence[StateWrite]) -> int:  # noqa: ANN001
+    """MERGE the batch's new state rows of every query into gold.partial_matches in one
+    MERGE (one Delta commit per batch, whatever the number of queries): a NULL
+    ``last_time`` or ``pending_ids`` in a new row keeps the stored value; the expired key
+    rows of a query with a cutoff are deleted in the same MERGE. Keyed on (query_id,
+    fingerprint, kind, bucket, key): a batch run again rewrites the same rows. Returns how
+    many rows were deleted (of all the queries)."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    if not writes:
+        return 0
     table = LakeTable(spark, settings, TABLE).ensure()
-    mine = f"t.query_id = '{query_id}' AND t.fingerprint = '{print_}'"
-    match = (f"{mine} AND t.query_id = s.query_id AND t.fingerprint = s.fingerprint "
-             "AND t.kind = s.kind AND t.bucket = s.bucket AND t.key = s.key")
-    update = {c: f"s.{c}" for c in schemas.columns(TABLE)}
-    update.update({c: f"coalesce(s.{c}, t.{c})" for c in keep})
+    columns = schemas.columns(TABLE)
+
+    def mine(w: StateWrite) -> str:
+        return f"(t.query_id = '{w.query_id}' AND t.fingerprint = '{w.fingerprint}')"
+
+    rows = None
+    for w in writes:
+        part = w.rows.select(*columns, F.lit(w.cutoff).cast("bigint").alias("_cutoff"))
+        rows = part if rows is None else rows.unionByName(part)
+    match = (f"({' OR '.join(mine(w) for w in writes)}) AND t.query_id = s.query_id "
+             "AND t.fingerprint = s.fingerprint AND t.kind = s.kind AND t.bucket = s.bucket "
+             "AND t.key = s.key")
+    update = {c: f"s.{c}" for c in columns}
+    update.update({c: f"coalesce(s.{c}, t.{c})" for c in ("last_time", "pending_ids")})
     merge = DeltaTable.forPath(spark, table.path).alias("t").merge(rows.alias("s"), match)
-    if cutoff is None:
-        merge.whenMatchedUpdate(set=update).whenNotMatchedInsertAll().execute()
+    expiring = [w for w in writes if w.cutoff is not None]
+    if not expiring:
+        (merge.whenMatchedUpdate(set=update)
+         .whenNotMatchedInsert(values={c: f"s.{c}" for c in columns}).execute())
         return 0
     last = "coalesce(s.last_time, t.last_time)"
-    metrics = (merge.whenMatchedDelete(f"t.kind = 'key' AND ({last} IS NULL OR {last} < {cutoff})")
+    gone = " OR ".join(f"({mine(w)} AND (t.last_time IS NULL OR t.last_time < {w.cutoff}))"
+                       for w in expiring)
+    metrics = (merge.whenMatchedDelete(f"s._cutoff IS NOT NULL AND t.kind = 'key' AND "
+                                       f"({last} IS NULL OR {last} < s._cutoff)")
                .whenMatchedUpdate(set=update)
-               .whenNotMatchedInsertAll(f"s.kind <> 'key' OR s.last_time >= {cutoff}")
-               .whenNotMatchedBySourceDelete(f"{mine} AND t.kind = 'key' AND "
-                                             f"(t.last_time IS NULL OR t.last_time < {cutoff})")
+               .whenNotMatchedInsert("s._cutoff IS NULL OR s.kind <> 'key' OR "
+                                     "s.last_time >= s._cutoff",
+                                     values={c: f"s.{c}" for c in columns})
+               .whenNotMatchedBySourceDelete(f"t.kind = 'key' AND ({gone})")
                .execute().first())
     return int(metrics["num_deleted_rows"]) if metrics is not None else 0
 
 
-def save_state(spark, settings: Settings, query: LiveArchiveQuery, step: LiveStep,  # noqa: ANN001
-               batch_id: int, version: int, now: datetime) -> int:
-    """Merge the batch's new hot and key rows into gold.partial_matches and remove the key
-    rows of keys whose live-pattern WITHIN window has expired (:func:`expiry_cutoff`; a
-    live pattern without WITHIN never expires a key); returns how many rows were removed."""
+def state_write(settings: Settings, query: LiveArchiveQuery, step: LiveStep,
+                batch_id: int, version: int, now: datetime) -> StateWrite:
+    """The batch's new hot and key rows of a live-archive query for :func:`merge_state`,
+    with the cutoff below which its key rows expire (the live pattern's WITHIN window,
+    :func:`expiry_cutoff`; a live pattern without WITHIN never expires a key)."""
     from pyspark.sql import functions as F
 
     print_ = fingerprint(query, settings)
@@ -298,7 +330,7 @@ def save_state(spark, settings: Settings, query: LiveArchiveQuery, step: LiveSte
         F.lit(pd.Timestamp(now).tz_localize(None)).alias("updated"))
     cutoff = expiry_cutoff(within_ns(query.spec().live), step.newest, step.oldest,
                            step.untimed)
-    return merge_state(spark, settings, query.id, print_, rows, cutoff)
+    return StateWrite(query.id, print_, rows, cutoff)
 
 
 def drop_stale(spark, settings: Settings, queries: list[LiveArchiveQuery],  # noqa: ANN001

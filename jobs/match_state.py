@@ -19,13 +19,14 @@ the newest time below which expired keys were removed). Per batch (:func:`find_p
    over the key's events so far finds beyond them; the incremental matcher would still
    wait for more rows). Together they are exactly the batch answer over the history so
    far, so ``superseded_version IS NULL`` stays "the current answer". An in-order key's
-   new rows are new match ids: one idempotent append (``txnAppId``/``txnVersion``). Its
+   new rows are new match ids: one idempotent append (``txnAppId``/``txnVersion``), or,
+   when the batch MERGEs other rows anyway, part of that insert-only MERGE (one commit). Its
    earlier provisional matches that the batch did not find again get
    ``superseded_version`` (an update-only MERGE of those rows). Replay keys' rows are
    MERGEd insert-only and their lost rows superseded, as before (``jobs.gold.supersede``).
-4. After gold is written, :func:`save_state` merges the new hot and key rows, and keys
-   whose newest event is more than the WITHIN window behind the query's newest event lose
-   their key rows (:func:`expire`).
+4. After gold is written, the new hot and key rows are merged (:func:`state_write`: one
+   MERGE with the other queries' state), and keys whose newest event is more than the
+   WITHIN window behind the query's newest event lose their key rows.
 
 Queries the state cannot serve (no string key column, no timestamp ORDER BY) keep the
 recompute path (:mod:`~lakecep.jobs.gold_pattern`).
@@ -49,7 +50,7 @@ from lakecep.queries import PatternQuery
 
 from .gold_rows import GOLD, GOLD_DDL, Lineage, empty_columns, gold_frame, key_text, match_id
 from .gold_rows import measures as measure_text
-from .live_step import BUCKET, REPLAY, TABLE, bucket_of, expiry_cutoff, merge_state, within_ns
+from .live_step import BUCKET, REPLAY, TABLE, StateWrite, bucket_of, expiry_cutoff, within_ns
 from .tables import LakeTable
 
 #: the columns of a bucket call's output besides gold's: ``kind`` is ``gold`` (a gold
@@ -232,7 +233,7 @@ class PatternStep:
     stats: dict[str, int] = field(default_factory=dict)
     replayed: list[str] = field(default_factory=list)  # replay keys as partition_key text
     #: newest and oldest event time (ns) of the key rows after this batch (stored or new;
-    #: None: no key row) and whether some key row may have no time (see :func:`save_state`)
+    #: None: no key row) and whether some key row may have no time (see :func:`state_write`)
     newest: int | None = None
     oldest: int | None = None
     untimed: bool = False
@@ -319,10 +320,11 @@ def find_pattern(spark, settings: Settings, query: PatternQuery, key: str, new_e
                        bool(no_time or totals["unknown_time"]))
 
 
-def save_state(spark, settings: Settings, step: PatternStep, batch_id: int,  # noqa: ANN001
-               version: int, now: datetime) -> int:
-    """Write the batch's new hot and key rows to gold.partial_matches and remove the key
-    rows of expired keys in one MERGE (one Delta commit); returns how many keys expired."""
+def state_write(spark, settings: Settings, step: PatternStep, batch_id: int,  # noqa: ANN001
+                version: int, now: datetime) -> StateWrite:
+    """The batch's new hot and key rows of a pattern query for
+    :func:`~lakecep.jobs.live_step.merge_state` (one MERGE of every query's state, which
+    also removes the key rows of expired keys), with its ``query`` row when keys expire."""
     from pyspark.sql import functions as F
 
     print_ = fingerprint(step.query, settings)
@@ -345,8 +347,7 @@ def save_state(spark, settings: Settings, step: PatternStep, batch_id: int,  # n
             F.lit(None).cast("int").alias("keys_in_memory"),
             F.lit(None).cast("bigint").alias("rows_in_memory"),
             F.lit(None).cast("array<string>").alias("pending_ids"), *common))
-    return merge_state(spark, settings, step.query.id, print_, rows, cutoff,
-                       keep=("last_time", "pending_ids"))
+    return StateWrite(step.query.id, print_, rows, cutoff)
 
 
 def supersede_pending(spark, settings: Settings, match_ids: list[str], query_id: str,  # noqa: ANN001
