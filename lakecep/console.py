@@ -37,8 +37,9 @@ for _console in (out, err):
 
 
 def say(text: str) -> None:
-    """A plain line on stdout (no markup: paths may hold brackets)."""
-    out.print(text, markup=False)
+    """A plain line on stdout (no markup: paths may hold brackets; never wrapped: scripts
+    and tests read it whole, and a path broken over two lines cannot be copied)."""
+    out.print(text, markup=False, soft_wrap=True)
 
 
 #: ``lakecep``'s exit code for a failure the same input would repeat (a quarantine gate:
