@@ -44,7 +44,10 @@ IVY_DIR = Path(os.environ.get("LAKECEP_IVY_DIR", Path.home() / ".cache/lakecep/i
 #: pyspark, so it lives in the environment and goes away with it (~190 MB).
 CDS_DIR = Path(os.environ.get("LAKECEP_CDS_DIR", Path(sys.prefix) / "share" / "lakecep" / "cds"))
 #: C1 JIT only: compiling less costs about a third of a short job's CPU (docs/configuration.md).
-QUICK_START_OPTIONS = "-XX:TieredStopAtLevel=1"
+#: Without tiers the JVM reserves only 48 MB of code cache, which C1's code fills within a
+#: minute of a large job ("CodeCache is full. Compiler has been disabled": from then on new
+#: code is interpreted); 240 MB is the tiered default (reserved address space, not memory).
+QUICK_START_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 #: AWS SDK v2 version each Hadoop release's hadoop-aws was built with (hadoop-project's
 #: ``aws-java-sdk-v2.version``). hadoop-aws depends on the SDK's 640 MB ``bundle``; lakecep
 #: excludes it and takes the modules S3A loads (~15 MB): s3, s3-transfer-manager, sts.
