@@ -65,7 +65,7 @@ from .live_step import state_write as live_state
 from .match_state import PatternStep, find_pattern, supersede_pending, supported, within_ns
 from .match_state import fingerprint as pattern_fingerprint
 from .match_state import state_write as pattern_state
-from .streaming import StreamRun, app_status, log, run_stream, writer_id
+from .streaming import StreamRun, app_status, batch_function, log, run_stream, writer_id
 from .tables import LakeTable, engine_columns
 
 QUERY = "gold_complex_events"
@@ -903,7 +903,7 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
     # (not `writer`: that name is the batches' Delta txnAppId, read by each_batch when it
     # runs; rebinding it made the app id the repr of this object, different in every
     # process, so a batch run again after a kill appended its in-order rows twice)
-    sink = silver.stream(max_files).writeStream.foreachBatch(each_batch)
+    sink = silver.stream(max_files).writeStream.foreachBatch(batch_function(each_batch))
     context = spark.sparkContext
     context.setLocalProperty("spark.scheduler.pool", pool)  # the stream's thread inherits it
     try:

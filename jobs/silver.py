@@ -31,7 +31,7 @@ import pandas as pd
 from lakecep import schemas
 from lakecep.config import Settings
 
-from .streaming import StreamRun, log, run_stream, writer_id
+from .streaming import StreamRun, batch_function, log, run_stream, writer_id
 from .tables import LakeTable
 
 QUERY = "silver_events"
@@ -276,7 +276,8 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
             stopped.append(exc)
             raise
 
-    writer = bronze.stream(settings.max_files_per_trigger).writeStream.foreachBatch(each_batch)
+    writer = bronze.stream(settings.max_files_per_trigger).writeStream.foreachBatch(
+        batch_function(each_batch))
     try:
         return run_stream(writer, settings, QUERY, continuous=continuous)
     except Exception:  # the StreamingQueryException, or run_stream's RuntimeError

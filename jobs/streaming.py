@@ -8,6 +8,7 @@ so one application runs several jobs' queries side by side (``jobs/continuous.py
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 import uuid
@@ -20,7 +21,61 @@ from typing import TYPE_CHECKING
 from lakecep.config import Settings
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
     from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+
+#: The Java exceptions by which a stopping query interrupts its running batch (Spark's
+#: ``StreamExecution.IO_EXCEPTION_NAMES``).
+INTERRUPTIONS = ("java.lang.InterruptedException", "java.io.InterruptedIOException",
+                 "java.nio.channels.ClosedByInterruptException")
+
+
+class BatchInterrupted(Exception):
+    """A foreachBatch function interrupted because its query is being stopped."""
+
+
+def batch_function(each: Callable[[DataFrame, int], None]) -> Callable[[DataFrame, int], None]:
+    """Wrap a foreachBatch function so that a stop never kills the stream's thread.
+
+    ``query.stop()`` interrupts a running batch: the batch's next call into the JVM fails
+    with a Py4JJavaError holding ``InterruptedException`` and the JVM's whole stack.
+    py4j hands the Python traceback (tens of KB) back to Spark, which tests it against a
+    regular expression (``(.|\\n)*``, one stack frame per character) to tell a stop from a
+    failure; on a long traceback that overflows the stack, and the stream's thread dies of
+    ``StackOverflowError`` with thousands of lines in the log. The wrapper re-raises such an
+    interruption as a one-line :class:`BatchInterrupted` in the form Spark recognises as a
+    stop; every other error passes unchanged."""
+
+    @functools.wraps(each)
+    def run(batch: DataFrame, batch_id: int) -> None:
+        try:
+            each(batch, batch_id)
+        except Exception as error:
+            interruption = _interruption(error)
+            if interruption is None:
+                raise
+            raise BatchInterrupted(
+                "py4j.protocol.Py4JJavaError: An error occurred while calling the JVM: "
+                f"{interruption} (batch {batch_id} interrupted: its query is stopping)"
+            ) from None
+
+    return run
+
+
+def _interruption(error: BaseException) -> str | None:
+    """The interrupting Java exception's name, if ``error`` or one it was raised from is a
+    Py4JJavaError that carries one."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if type(current).__name__ == "Py4JJavaError":
+            text = str(current)
+            found = [name for name in INTERRUPTIONS if name in text]
+            if found:
+                return min(found, key=text.index)
+        current = current.__cause__ or current.__context__
+    return None
 
 
 @dataclass
