@@ -22,7 +22,9 @@ Rows written get ``batch_id = -1`` (:data:`BATCH`). Running it again writes noth
 holds every row). A pattern rule whose version in force was deployed with ``reload =
 "clear"`` is recorded as deployed with ``backfill`` (gold.rule_deployments), so the stream
 stops cutting it at ``M_d`` and does not supersede the rows written here; an incremental
-pattern rule's partial matches are dropped then (the next batch replays every key).
+pattern rule's partial matches are dropped then (the next batch replays every key). A
+pattern rule whose version in force was deployed side by side is refused: it has no gap,
+its matches up to ``M_d`` are its old version's.
 """
 
 from __future__ import annotations
@@ -83,6 +85,14 @@ def backfill(spark, settings: Settings, query_id: str,  # noqa: ANN001
                          "outputs): the gold stream bootstraps it over every key by itself; "
                          "backfill its input rules instead")
     query = with_source_attributes([by_id[query_id]], report.sources)[0]
+    recorded = reload.Rules(spark, settings, QUERY, [query], watch=False).recorded.get(
+        query.id)
+    if isinstance(query, PatternQuery) and recorded is not None and \
+            recorded[0] == query.rule_hash and recorded[1] in ("side_by_side", "retire"):
+        raise ValueError(f"backfill: {query_id!r} was deployed side by side: its matches "
+                         "starting at or before the deployment's M_d are its old version's "
+                         "(there is no gap), and a backfill would write the new version's "
+                         "for them too (docs/rules.md, 'Hot reload', B)")
     silver = LakeTable(spark, settings, "silver.events").ensure()
     version = silver.version()
     history = silver.as_of(version).select(*engine_columns([query]))

@@ -29,6 +29,7 @@ from lakecep import rules
 from lakecep.alerts import check_url
 from lakecep.config import Settings
 from lakecep.queries import (
+    OLD,
     PRIORITIES,
     AcquisitionQuery,
     LiveArchiveQuery,
@@ -38,6 +39,8 @@ from lakecep.queries import (
     WindowQuery,
     load_queries,  # noqa: F401 - gold.load_queries: the queries gold runs by default
     micros,
+    old_version,
+    rule_id,
 )
 from lakecep.sources import load_sources, sources_dir, with_source_attributes
 from lakecep.tuning import TuningError, load_latest, pool_name
@@ -55,7 +58,6 @@ from .gold_window import (
     WindowSteps,
     commit_windows,
     move_state,
-    old_version,
     warm_start,
     window_steps,
 )
@@ -64,6 +66,7 @@ from .live_step import LiveStep, drop_stale, merge_state
 from .live_step import state_write as live_state
 from .match_state import PatternStep, find_pattern, supersede_pending, supported, within_ns
 from .match_state import fingerprint as pattern_fingerprint
+from .match_state import move_state as move_pattern_state
 from .match_state import state_write as pattern_state
 from .streaming import StreamRun, app_status, batch_function, log, run_stream, writer_id
 from .tables import LakeTable, engine_columns
@@ -154,7 +157,8 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
            incremental: dict[str, str] | None = None, stream: str | None = None,
            floors: dict[str, int] | None = None,
            warm: dict[str, int] | None = None,
-           backfill: set[str] | frozenset[str] = frozenset()) -> Detection:
+           backfill: set[str] | frozenset[str] = frozenset(),
+           ceilings: dict[str, int] | None = None) -> Detection:
     """Gold rows of every query for one batch of ``new_events`` over ``history`` (silver
     at the pinned ``version``). ``strategy`` overrides the live-archive queries' own;
     ``tuned`` is the tuned configuration in force (``lakecep.tuning``); ``plans`` the
@@ -169,6 +173,8 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
     added at this batch (:meth:`~lakecep.jobs.reload.Rules.backfills`): each is evaluated
     over every key of ``history``, not only the batch's keys (an incremental pattern
     query's first batch does that by itself; a window rule is fed all of ``history``).
+    ``ceilings``: per old version of a pattern rule run side by side (``<id>@<rule_hash>``),
+    its ``M_d``: it keeps only matches whose first event is at or before it.
 
     Keys are hashed into buckets; each bucket is one engine call. With a tuned
     configuration each query's work runs in its FAIR scheduler pool (its rows are
@@ -213,7 +219,8 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
             q_new, q_history = reloaded(query, new_events, history, floors, warm)
             step = find_pattern(spark, settings, query, (incremental or {})[query.id],
                                 batch_events if query.id in backfill else q_new, q_history,
-                                version, batch_id, detected)  # (it bootstraps by itself)
+                                version, batch_id, detected,  # (it bootstraps by itself)
+                                (ceilings or {}).get(query.id))
             found.pattern_steps.append(step)
             results.append(step.merge)
             appends.append(step.append)
@@ -221,7 +228,7 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
         elif isinstance(query, PatternQuery):
             q_new, q_history = reloaded(query, new_events, history, floors, warm)
             rows, touched = pattern_rows(query, q_new, q_history, version, batch_id,
-                                         detected, buckets)
+                                         detected, buckets, (ceilings or {}).get(query.id))
             results.append(rows)
             found.recomputed.append((query.id, touched))
         else:
@@ -421,25 +428,28 @@ def supersede(spark, settings: Settings, rows, recomputed: list[tuple[str, list[
     ``superseded_version = version``; a superseded row that ``rows`` hold again is current
     again. Rows are never deleted (alerts and analysts may have seen them). Returns
     (superseded, restored). Rare changes: computed first, then one MERGE of only them.
-    ``keep``: per rule deployed with ``reload = "clear"``, its ``rule_hash``: only its
-    version's rows are compared (the older versions' rows stay as they were emitted).
+    ``keep``: per query id with a version of its own (a rule deployed with ``reload =
+    "clear"`` or side by side, and the old version run beside it as ``<id>@<rule_hash>``,
+    whose ``recomputed`` keys are its rule id's), its ``rule_hash``: only that version's
+    rows are compared (the other versions' rows stay as they were emitted).
     """
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    pairs = [(query_id, key) for query_id, keys in recomputed for key in keys]
+    keep = keep or {}
+    pairs = sorted({(query_id.removesuffix(f"{OLD}{keep[query_id]}") if query_id in keep
+                     else query_id, key, keep.get(query_id))
+                    for query_id, keys in recomputed for key in keys})
     if not pairs:
         return 0, 0
     gold = LakeTable(spark, settings, "gold.complex_events")
-    keys = spark.createDataFrame(pairs, "query_id STRING, partition_key STRING")
-    existing = gold.read().join(F.broadcast(keys), ["query_id", "partition_key"], "left_semi")
-    for query_id, rule in (keep or {}).items():
-        existing = existing.where((F.col("query_id") != query_id)
-                                  | (F.coalesce(F.col("rule_hash"), F.lit("")) == rule))
+    keys = spark.createDataFrame(pairs, "query_id STRING, partition_key STRING, _rule STRING")
+    existing = gold.read().join(F.broadcast(keys), ["query_id", "partition_key"]).where(
+        F.col("_rule").isNull() | (F.coalesce(F.col("rule_hash"), F.lit("")) == F.col("_rule")))
     found = rows.select("query_id", "match_id", F.lit(True).alias("_found"))
     gone, back = F.col("_found").isNull(), F.col("_found").isNotNull()
     current = F.col("superseded_version").isNull()
-    changes = (existing.select("query_id", "match_id", "superseded_version")
+    changes = (existing.select("query_id", "match_id", "superseded_version").distinct()
                .join(found, ["query_id", "match_id"], "left")
                .where((gone & current) | (back & ~current))
                .select("query_id", "match_id",
@@ -562,26 +572,33 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
     rbuffer = RecentBuffer(settings.rbuffer_rows) if live_archive else None
     plans = AcquisitionPlans()
     columns = engine_columns(queries)
-    incremental = incremental_keys(settings, queries, silver.read().select(*columns).schema)
+    windows = [q for q in queries if isinstance(q, WindowQuery)]
+    in_force = reload.Rules(spark, settings, stream, [*queries, *chained], watch, priority)
+    sides = reload.SideBySide(settings, stream)  # strategy B's old versions (docs/rules.md)
+
+    def olds() -> list[QueryDefinition]:
+        """The old versions running side by side (B), as ``<id>@<rule_hash>``."""
+        return [old_version(q) for q, _ in sides.retiring.values()]
+
+    # a rule deployed side by side at the first batch keeps its old version's state
+    pending = [q.id for q in queries if q.reload == "side_by_side" and q.id in in_force.recorded
+               and sides.old(q.id, in_force.recorded[q.id][0]) is not None
+               and in_force.recorded[q.id][0] != q.rule_hash]
+    incremental = incremental_keys(settings, [*queries, *olds()],
+                                   silver.read().select(*columns).schema)
     if incremental:
         log(f"{stream}: incremental pattern queries (partial matches in gold.partial_matches,"
             f" history read only for late keys): {', '.join(sorted(incremental))}")
     LakeTable(spark, settings, "gold.partial_matches").ensure().upgrade()
     stale = drop_stale(spark, settings, live_archive, {
-        q.id: pattern_fingerprint(q, settings) for q in queries
-        if isinstance(q, PatternQuery) and q.id in incremental}, only=only)
+        q.id: pattern_fingerprint(q, settings) for q in [*queries, *olds()]
+        if isinstance(q, PatternQuery) and q.id in incremental}, only=only, keep=pending)
     if stale:
         log(f"{stream}: dropped the stored partial matches of {stale} changed or removed "
             "live-archive queries (their keys are replayed from silver history)")
-    windows = [q for q in queries if isinstance(q, WindowQuery)]
-    in_force = reload.Rules(spark, settings, stream, [*queries, *chained], watch, priority)
-    sides = reload.SideBySide(settings, stream)  # strategy B's old versions (docs/rules.md)
-    # a window rule deployed side by side at the first batch keeps its old version's state
-    pending = [q.id for q in windows if q.reload == "side_by_side" and q.id in in_force.recorded
-               and sides.old(q.id, in_force.recorded[q.id][0]) is not None
-               and in_force.recorded[q.id][0] != q.rule_hash]
-    stale = drop_stale_windows(spark, settings, [*windows, *(
-        old_version(q) for q, _ in sides.retiring.values())], stream, only=only, keep=pending)
+    stale = drop_stale_windows(spark, settings, [
+        *windows, *(q for q in olds() if isinstance(q, WindowQuery))], stream, only=only,
+        keep=pending)
     if stale:
         log(f"{stream}: dropped the stored window state of {stale} changed or removed window "
             "queries (they start with empty windows)")
@@ -672,13 +689,14 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
             changed.append(d)
         warm: dict[str, int] = {}
         if changed:
-            incremental.clear()
-            incremental.update(incremental_keys(
-                settings, queries, silver.read().select(*engine_columns(queries)).schema))
             ids = [d.query_id for d in changed]
             by_id = {q.id: q for q in queries}
             alone = side_by_side([d for d in changed if isinstance(by_id.get(d.query_id),
-                                                                  WindowQuery)])
+                                                                  reload.HOT)])
+            incremental.clear()
+            incremental.update(incremental_keys(
+                settings, [*queries, *olds()],
+                silver.read().select(*engine_columns(queries)).schema))
             accepted = [dataclasses.replace(d, strategy="clear") if d.query_id in alone else d
                         for d in accepted]
             now_windows = [q for q in queries if isinstance(q, WindowQuery)]
@@ -705,14 +723,19 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
         return warm
 
     def side_by_side(changed: list[reload.Deployment]) -> set[str]:
-        """Start strategy B for the window rules of ``changed`` deployed with it: the old
-        version's state goes to its side-by-side query (:func:`old_version`). Returns the
-        rules whose old version is unknown (deployed with ``clear`` instead)."""
+        """Start strategy B for the window and pattern rules of ``changed`` deployed with
+        it: the old version's state (window state, partial matches) goes to its side-by-side
+        query (:func:`~lakecep.queries.old_version`). Returns the rules whose old version
+        is unknown (deployed with ``clear`` instead)."""
         alone = set()
+        # every old version first: saving the first one's hand-over stores the new
+        # definitions in force (two rules deployed side by side at once)
+        known = {d.query_id: d.old if isinstance(d.old, reload.HOT) else
+                 sides.old(d.query_id, d.old_hash) for d in changed}
         for d in changed:
             if d.strategy != "side_by_side":
                 continue
-            old = d.old if isinstance(d.old, WindowQuery) else sides.old(d.query_id, d.old_hash)
+            old = known[d.query_id]
             if old is None or d.m_d is None:
                 why = ("no event seen yet" if old else
                        "the old version is not known (a rule added back, or recorded "
@@ -724,19 +747,32 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
             if d.query_id in sides.retiring and sides.retiring[d.query_id][0] != old:
                 log(f"{stream}: warning: {d.query_id}: deployed side by side again before "
                     "its previous old version retired: that one stops now (its windows "
-                    "still open are not served; docs/rules.md, 'Hot reload', B)")
-            move_state(spark, settings, old, stream)
+                    "still open are not served, its matches not yet found are not "
+                    "written; docs/rules.md, 'Hot reload', B)")
+            if isinstance(old, WindowQuery):
+                move_state(spark, settings, old, stream)
+            else:
+                move_pattern_state(spark, settings, old)
             sides.retiring[d.query_id] = (old, d.m_d)
             sides.save(queries)  # before the deployment is recorded: the state has moved
         return alone
 
-    def retire(steps: WindowSteps | None, batch_id: int, detected: datetime) -> None:
-        """Retire the old versions running side by side whose windows are all final: the
-        watermark passed ``M_d + window + allowed_lateness`` (docs/rules.md, B)."""
+    def retire(steps: WindowSteps | None, batch_id: int, detected: datetime,
+               through: int) -> None:
+        """Retire the old versions running side by side whose windows or matches are all
+        final (docs/rules.md, B): a window rule's watermark passed ``M_d + window +
+        allowed_lateness``; for a pattern rule the newest event ``through`` this batch is
+        after ``M_d + WITHIN``."""
         for query_id, (old, m_d) in list(sides.retiring.items()):
-            mark = steps.watermarks.get(old_version(old).id) if steps else None
-            assert old.window is not None
-            if mark is None or mark < m_d + micros(old.window) + micros(old.allowed_lateness):
+            if isinstance(old, WindowQuery):
+                mark = steps.watermarks.get(old_version(old).id) if steps else None
+                assert old.window is not None
+                if mark is None or mark < m_d + micros(old.window) + micros(
+                        old.allowed_lateness):
+                    continue
+            elif not isinstance(old, PatternQuery) or (
+                    within := within_ns(old.compiled())) is None or through <= m_d + (
+                    within // 1000):
                 continue
             del sides.retiring[query_id]
             sides.save(queries)  # first: a crash below leaves state rows the next start drops
@@ -745,7 +781,11 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
             # by (batch_id, deployed_at), so the redeployment, written later, is the newest)
             in_force.record([reload.Deployment(query_id, old, in_force.in_force.get(query_id),
                                                "retire", batch_id + 1, m_d)], detected)
-            drop_stale_windows(spark, settings, [], stream, only=[old_version(old).id])
+            if isinstance(old, WindowQuery):
+                drop_stale_windows(spark, settings, [], stream, only=[old_version(old).id])
+            else:
+                drop_stale(spark, settings, [], {}, only=[old_version(old).id])
+                incremental.pop(old_version(old).id, None)
 
     def write_chained(rows, recomputed: list[tuple[str, list[str]]],  # noqa: ANN001
                       version: int) -> tuple[int, int]:
@@ -797,12 +837,14 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
                 f"evaluated over all of silver (version {version}), not only the batch")
         if rbuffer is not None:
             rbuffer.update(history, version, batch, columns)
-        olds = [old_version(q) for q, _ in sides.retiring.values()]  # B (docs/rules.md)
-        found = detect(spark, [*queries, *olds], batch, history, version, batch_id, detected,
-                       settings,
+        beside = olds()  # B (docs/rules.md): old pattern versions keep matches to M_d
+        ceilings = {old_version(q).id: m_d for q, m_d in sides.retiring.values()
+                    if isinstance(q, PatternQuery)}
+        found = detect(spark, [*queries, *beside], batch, history, version, batch_id,
+                       detected, settings,
                        strategy=settings.live_archive_strategy, rbuffer=rbuffer, tuned=tuned,
                        plans=plans, incremental=incremental, stream=stream, floors=floors,
-                       warm=warm, backfill=backfill)
+                       warm=warm, backfill=backfill, ceilings=ceilings)
         rows = found.rows.persist()
         try:
             counts = dict(rows.groupBy("query_id").count().collect())
@@ -823,9 +865,11 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
                 merge_into_gold(spark, settings, rows)
             superseded, restored = supersede(
                 spark, settings, rows, found.recomputed, version,
-                {q.id: q.rule_hash for q in queries if q.id in floors})
+                {q.id: q.rule_hash for q in [*queries, *beside]
+                 if q.id in floors or q.id in ceilings})
             for step in found.pattern_steps:
-                supersede_pending(spark, settings, step.supersede, step.query.id, version)
+                supersede_pending(spark, settings, step.supersede, rule_id(step.query),
+                                  version)
                 superseded += len(step.supersede)
             if superseded or restored:
                 log(f"{stream}: batch {batch_id}: {superseded} complex events superseded "
@@ -844,7 +888,6 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
                 log(f"{stream}: batch {batch_id}: {query.id}: probabilistic events of "
                     f"{len(touched)} partition keys recomputed ({query.method})")
             window_rows = commit_windows(spark, settings, found.windows, batch_id, detected)
-            retire(found.windows, batch_id, detected)
             steps = found.windows
             for query_id, stats in (steps.stats.items() if steps else ()):
                 assert steps is not None
@@ -866,6 +909,9 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
                 ids = ", ".join(w.query_id for w in writes if w.cutoff is not None)
                 log(f"{stream}: batch {batch_id}: {ids}: {expired} partial-match key rows "
                     "expired (no event within the pattern's WITHIN)")
+            # (after every state write: a retired version's state is deleted, not written)
+            retire(found.windows, batch_id, detected,
+                   max(newest, in_force.newest.before(batch_id) or newest))
             for pstep in found.pattern_steps:
                 st = pstep.stats
                 log(f"{stream}: batch {batch_id}: {pstep.query.id}: {st['keys']} keys "

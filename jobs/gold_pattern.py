@@ -15,12 +15,13 @@ from datetime import datetime
 
 import pandas as pd
 
-from lakecep.queries import PatternQuery
+from lakecep.queries import PatternQuery, rule_id
 
 from .gold_rows import (
     BUCKET,
     GOLD_DDL,
     Lineage,
+    above,
     bucketed,
     empty_columns,
     gold_frame,
@@ -33,15 +34,19 @@ from .gold_rows import (
 
 
 def pattern_matcher(
-    query: PatternQuery, version: int, batch_id: int, detected: datetime
+    query: PatternQuery, version: int, batch_id: int, detected: datetime,
+    ceiling: int | None = None,
 ) -> Callable[[pd.DataFrame], pd.DataFrame]:
     """applyInPandas function: one bucket of keys' history -> their gold rows.
+    ``ceiling`` (µs; an old version run side by side, docs/rules.md "Hot reload" B): only
+    matches whose first event is at or before it.
 
     The engine partitions by the query's PARTITION BY itself, so one call serves every key
     of the bucket (a call per key would pay pandas' per-call overhead hundreds of
     thousands of times).
     """
     detected_ts = pd.Timestamp(detected).tz_localize(None)
+    rule = rule_id(query)
 
     def run(frame: pd.DataFrame) -> pd.DataFrame:
         frame = frame.drop(columns=[BUCKET]).reset_index(drop=True)
@@ -49,7 +54,9 @@ def pattern_matcher(
         out = empty_columns()
         for match in query.compiled().find_matches(frame):
             ids, start, end, ingest = lineage.gather(match.rows)
-            out["match_id"].append(match_id(query.id, ids))
+            if above(start, ceiling):
+                continue
+            out["match_id"].append(match_id(rule, ids))
             out["partition_key"].append(key_text(match.partition))
             out["match_number"].append(match.match_number)
             out["start_time"].append(start)
@@ -68,11 +75,13 @@ def pattern_matcher(
 
 
 def pattern_rows(query: PatternQuery, new_events, history, version: int, batch_id: int,  # noqa: ANN001, ANN201, PLR0913
-                 detected: datetime, buckets: int):
+                 detected: datetime, buckets: int, ceiling: int | None = None):
     """The query's gold rows for one batch (a lazy Spark DataFrame of ``GOLD_DDL``) and the
-    partition keys whose whole answer they are (as ``partition_key`` text)."""
+    partition keys whose whole answer they are (as ``partition_key`` text); ``ceiling``:
+    :func:`pattern_matcher`'s."""
     keys = query.compiled().partition_by
     rows = (bucketed(history_of(history, new_events, keys), keys, buckets).groupBy(BUCKET)
-            .applyInPandas(pattern_matcher(query, version, batch_id, detected), GOLD_DDL))
+            .applyInPandas(pattern_matcher(query, version, batch_id, detected, ceiling),
+                           GOLD_DDL))
     return rows, touched_keys(new_events, keys)
 

@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from lakecep import schemas
+from lakecep.queries import rule_id
 
 GOLD = "gold.complex_events"
 GOLD_DDL = schemas.ddl(GOLD).replace(" NOT NULL", "")
@@ -23,7 +24,8 @@ BUCKET = "_bucket"
 
 
 def match_id(query_id: str, *id_groups: Sequence[str]) -> str:
-    """Stable id of a match: a hash of the query and the ids of its sub-events."""
+    """Stable id of a match: a hash of the query and the ids of its sub-events (the rule
+    id, :func:`~lakecep.queries.rule_id`, also for an old version run side by side)."""
     text = query_id + "".join("|" + ",".join(ids) for ids in id_groups)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -52,6 +54,13 @@ def time_ns(series: pd.Series) -> list[int]:
     from cep_core.runtime.time_axis import time_values
 
     return time_values(series).tolist()
+
+
+def above(start: int | None, ceiling: int | None) -> bool:
+    """Whether a match whose first event is at ``start`` (ns; None: an empty match) is
+    beyond an old version's ``ceiling`` (µs; None: no ceiling), which keeps only matches
+    starting at or before it (docs/rules.md, "Hot reload", B)."""
+    return ceiling is not None and (start is None or start > ceiling * 1000)
 
 
 class Lineage:
@@ -92,7 +101,7 @@ def gold_frame(columns: dict[str, list[Any]], detected: pd.Timestamp,
     for name in ("start_time", "end_time"):
         columns[name] = pd.to_datetime(pd.array(columns[name], dtype="Int64"), unit="ns")
     latency = pd.array(columns.pop("_ingest"), dtype="Int64")
-    columns["query_id"] = [query.id] * len(latency)
+    columns["query_id"] = [rule_id(query)] * len(latency)  # (an old version's too)
     columns["query_version"] = [query.version] * len(latency)
     columns["rule_hash"] = [query.rule_hash] * len(latency)
     columns["detection_latency_ms"] = (detected.value - latency) // 1_000_000

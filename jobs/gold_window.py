@@ -30,7 +30,6 @@ same new state, and the append of ``b`` is skipped by Delta.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import math
@@ -42,7 +41,7 @@ from typing import Any
 import pandas as pd
 
 from lakecep.config import Settings
-from lakecep.queries import WindowQuery, micros
+from lakecep.queries import WindowQuery, micros, old_version, rule_id
 
 from .streaming import writer_id
 from .tables import LakeTable
@@ -316,30 +315,15 @@ def warm_start(spark, settings: Settings, queries: Sequence[WindowQuery], before
     return events.count()
 
 
-#: Between a rule id and the rule_hash of its old version running side by side
-#: (docs/rules.md, "Hot reload", B): the old version's query id in the window state
-OLD = "@"
-
-
-def old_version(query: WindowQuery) -> WindowQuery:
-    """The old version of a rule deployed side by side, run as query ``<id>@<rule_hash>``
-    (its own state rows and watermark) until it retires; its rows keep the rule's id."""
-    return dataclasses.replace(query, id=f"{query.id}{OLD}{query.rule_hash}")
-
-
 def move_state(spark, settings: Settings, query: WindowQuery, stream: str | None) -> None:  # noqa: ANN001
     """Hand the stored state of ``query`` (a version in force until now) to its
-    :func:`old_version`, which keeps running side by side with the new one."""
-    from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
-
-    table = LakeTable(spark, settings, STATE).ensure()
+    :func:`~lakecep.queries.old_version`, which keeps running side by side with the new
+    one."""
     writer = gold_writer(settings, stream)
     old = old_version(query)
-    DeltaTable.forPath(spark, table.path).update(
-        (F.col("query_id") == query.id)
-        & (F.col("fingerprint") == fingerprint(query, settings, writer)),
-        {"query_id": F.lit(old.id), "fingerprint": F.lit(fingerprint(old, settings, writer))})
+    LakeTable(spark, settings, STATE).ensure().hand_over(
+        query.id, fingerprint(query, settings, writer), old.id,
+        fingerprint(old, settings, writer))
 
 
 def output_rows(steps: WindowSteps, batch_id: int, detected: datetime):  # noqa: ANN201
@@ -354,10 +338,9 @@ def output_rows(steps: WindowSteps, batch_id: int, detected: datetime):  # noqa:
     rows = steps.out.where(F.col("kind") == "row")
     for query_id, floor in steps.floors.items():
         rows = rows.where((F.col("query_id") != query_id) | (F.col("window_start") > floor))
-    rule_id = F.create_map(*[F.lit(x) for q in steps.queries
-                             for x in (q.id, q.id.removesuffix(f"{OLD}{q.rule_hash}"))])
+    rule_ids = F.create_map(*[F.lit(x) for q in steps.queries for x in (q.id, rule_id(q))])
     return rows.select(
-        rule_id[F.col("query_id")].alias("query_id"),
+        rule_ids[F.col("query_id")].alias("query_id"),
         version[F.col("query_id")].alias("query_version"), "key",
         mode[F.col("query_id")].alias("window_kind"),
         F.timestamp_micros("window_start").alias("window_start"),

@@ -335,11 +335,13 @@ def state_write(settings: Settings, query: LiveArchiveQuery, step: LiveStep,
 
 def drop_stale(spark, settings: Settings, queries: list[LiveArchiveQuery],  # noqa: ANN001
                valid: dict[str, str] | None = None,
-               only: Sequence[str] | None = None) -> int:
+               only: Sequence[str] | None = None, keep: Sequence[str] = ()) -> int:
     """Delete state rows no current query can use (other fingerprint, or a query that is
     gone); ``valid``: the other queries' fingerprints (pattern queries' state, see
     :mod:`~lakecep.jobs.match_state`). Returns how many query ids had stale rows.
     ``only``: look at these query ids' rows only (a per-query gold run leaves the other
-    queries' state alone)."""
+    queries' state alone); ``keep``: leave these query ids' rows (a rule about to be
+    deployed side by side: its old version's state moves to it)."""
     return LakeTable(spark, settings, TABLE).drop_other_fingerprints(
-        {**(valid or {}), **{q.id: fingerprint(q, settings) for q in queries}}, only=only)
+        {**(valid or {}), **{q.id: fingerprint(q, settings) for q in queries}}, only=only,
+        keep=keep)

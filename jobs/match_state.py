@@ -46,9 +46,18 @@ import pandas as pd
 
 from lakecep import schemas
 from lakecep.config import Settings
-from lakecep.queries import PatternQuery
+from lakecep.queries import PatternQuery, old_version, rule_id
 
-from .gold_rows import GOLD, GOLD_DDL, Lineage, empty_columns, gold_frame, key_text, match_id
+from .gold_rows import (
+    GOLD,
+    GOLD_DDL,
+    Lineage,
+    above,
+    empty_columns,
+    gold_frame,
+    key_text,
+    match_id,
+)
 from .gold_rows import measures as measure_text
 from .live_step import BUCKET, REPLAY, TABLE, StateWrite, bucket_of, expiry_cutoff, within_ns
 from .tables import LakeTable
@@ -92,13 +101,16 @@ def fingerprint(query: PatternQuery, settings: Settings) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def bucket_step(query: PatternQuery, settings: Settings, key: str, version: int,
-                batch_id: int, detected: datetime,
+def bucket_step(query: PatternQuery, settings: Settings, key: str, version: int,  # noqa: PLR0913
+                batch_id: int, detected: datetime, ceiling: int | None = None,
                 ) -> Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame]:
     """cogroup function: one bucket's events x its state rows -> gold rows, new state
-    rows, supersessions and counters."""
+    rows, supersessions and counters. ``ceiling`` (µs; an old version run side by side):
+    matches whose first event is after it are not the version's (neither written nor
+    kept as provisional)."""
     capacity, policy = settings.partial_match_capacity, settings.partial_match_policy
     detected_ts = pd.Timestamp(detected).tz_localize(None)
+    rule = rule_id(query)
 
     def run(events: pd.DataFrame, state: pd.DataFrame) -> pd.DataFrame:
         from cep_core.incremental.stored_state import ROW_ID, advance
@@ -129,8 +141,10 @@ def bucket_step(query: PatternQuery, settings: Settings, key: str, version: int,
             lineage = Lineage(rows.reset_index(drop=True))
             for match in matches:
                 ids, start, end, ingest = lineage.gather(list(where.get_indexer(match.rows)))
+                if above(start, ceiling):
+                    continue
                 group = match.partition[0]
-                mid = match_id(query.id, ids)
+                mid = match_id(rule, ids)
                 found.setdefault(group, set()).add(mid)
                 if matches is step.provisional:
                     pending.setdefault(group, []).append(mid)
@@ -240,7 +254,8 @@ class PatternStep:
 
 
 def find_pattern(spark, settings: Settings, query: PatternQuery, key: str, new_events,  # noqa: ANN001, PLR0913
-                 history, version: int, batch_id: int, detected: datetime) -> PatternStep:
+                 history, version: int, batch_id: int, detected: datetime,
+                 ceiling: int | None = None) -> PatternStep:
     from pyspark.sql import functions as F
 
     buckets = settings.partial_match_buckets
@@ -294,7 +309,7 @@ def find_pattern(spark, settings: Settings, query: PatternQuery, key: str, new_e
             F.col(key).alias("key"), "record", "pending_ids"))
     out = events.withColumn(BUCKET, bucket_of(key, buckets)).groupBy(BUCKET).cogroup(
         state_in.groupBy("bucket")).applyInPandas(
-        bucket_step(query, settings, key, version, batch_id, detected), OUT_DDL
+        bucket_step(query, settings, key, version, batch_id, detected, ceiling), OUT_DDL
     ).localCheckpoint(eager=True)
     totals = dict.fromkeys((*STAT_NAMES, "appended", "unknown_time"), 0)
     supersede: list[str] = []
@@ -348,6 +363,15 @@ def state_write(spark, settings: Settings, step: PatternStep, batch_id: int,  # 
             F.lit(None).cast("bigint").alias("rows_in_memory"),
             F.lit(None).cast("array<string>").alias("pending_ids"), *common))
     return StateWrite(step.query.id, print_, rows, cutoff)
+
+
+def move_state(spark, settings: Settings, query: PatternQuery) -> None:  # noqa: ANN001
+    """Hand the partial matches of ``query`` (a version in force until now) to its
+    :func:`~lakecep.queries.old_version`, run side by side with the new one (docs/rules.md,
+    "Hot reload", B)."""
+    old = old_version(query)
+    LakeTable(spark, settings, TABLE).ensure().hand_over(
+        query.id, fingerprint(query, settings), old.id, fingerprint(old, settings))
 
 
 def supersede_pending(spark, settings: Settings, match_ids: list[str], query_id: str,  # noqa: ANN001

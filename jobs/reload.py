@@ -34,6 +34,7 @@ from lakecep.queries import (
     RELOAD_STRATEGIES,
     PatternQuery,
     QueryDefinition,
+    SnapshotSpec,
     WindowQuery,
     micros,
 )
@@ -112,20 +113,25 @@ class Newest:
         tmp.replace(self.path)
 
 
+#: What strategy B can run side by side (docs/rules.md, "Hot reload"; a pattern rule only
+#: with WITHIN and without inputs, checked when its file is loaded).
+Beside = WindowQuery | PatternQuery
+
+
 class SideBySide:
     """What strategy B needs across restarts of gold (docs/rules.md, "Hot reload"), kept
     beside the stream's checkpoint (``lakecep_windows.json``): the definition of each
-    window rule in force (a file changed while gold was stopped leaves only its old
-    ``rule_hash`` in ``gold.rule_deployments``), and the old versions still running side
-    by side (rule id -> definition, ``M_d``)."""
+    window and (unchained) pattern rule in force (a file changed while gold was stopped
+    leaves only its old ``rule_hash`` in ``gold.rule_deployments``), and the old versions
+    still running side by side (rule id -> definition, ``M_d``)."""
 
     def __init__(self, settings: Settings, stream: str) -> None:
         self.path = settings.checkpoint(stream) / "lakecep_windows.json"
         doc = self._read()
-        self.definitions: dict[str, WindowQuery] = {
-            i: _window(d) for i, d in doc.get("definitions", {}).items()}
-        self.retiring: dict[str, tuple[WindowQuery, int]] = {
-            i: (_window(r["old"]), int(r["m_d"])) for i, r in doc.get("retiring", {}).items()}
+        self.definitions: dict[str, Beside] = {
+            i: _query(d) for i, d in doc.get("definitions", {}).items()}
+        self.retiring: dict[str, tuple[Beside, int]] = {
+            i: (_query(r["old"]), int(r["m_d"])) for i, r in doc.get("retiring", {}).items()}
 
     def _read(self) -> dict[str, Any]:
         try:
@@ -133,8 +139,8 @@ class SideBySide:
         except (OSError, ValueError):
             return {}
 
-    def old(self, query_id: str, rule_hash: str | None) -> WindowQuery | None:
-        """The stored definition of version ``rule_hash`` of the window rule (None: unknown;
+    def old(self, query_id: str, rule_hash: str | None) -> Beside | None:
+        """The stored definition of version ``rule_hash`` of the rule (None: unknown;
         also an old version already handed its state, by a deployment that crashed before
         it was recorded)."""
         running = self.retiring.get(query_id)
@@ -144,30 +150,41 @@ class SideBySide:
         return None
 
     def save(self, in_force: Sequence[QueryDefinition]) -> None:
-        doc = {"definitions": {q.id: _doc(q) for q in in_force if isinstance(q, WindowQuery)},
+        self.definitions = {q.id: q for q in in_force if isinstance(q, WindowQuery) or (
+            isinstance(q, PatternQuery) and not q.inputs)}
+        doc = {"definitions": {i: _doc(q) for i, q in self.definitions.items()},
                "retiring": {i: {"old": _doc(q), "m_d": m_d}
                             for i, (q, m_d) in self.retiring.items()}}
-        self.definitions = {q.id: q for q in in_force if isinstance(q, WindowQuery)}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, sort_keys=True))
         tmp.replace(self.path)
 
 
-def _doc(query: WindowQuery) -> dict[str, Any]:
-    return {f.name: {"us": micros(v)} if isinstance(v := getattr(query, f.name), timedelta)
-            else v for f in fields(query)}
-
-
-def _window(doc: dict[str, Any]) -> WindowQuery:
+def _doc(query: Beside) -> dict[str, Any]:
     def value(v: Any) -> Any:
+        if isinstance(v, timedelta):
+            return {"us": micros(v)}
+        if isinstance(v, SnapshotSpec):
+            return {"snapshot": {f.name: value(getattr(v, f.name)) for f in fields(v)}}
+        return v
+
+    kind = {"kind": "pattern"} if isinstance(query, PatternQuery) else {}
+    return kind | {f.name: value(getattr(query, f.name)) for f in fields(query)}
+
+
+def _query(doc: dict[str, Any]) -> Beside:
+    def value(v: Any) -> Any:
+        if isinstance(v, dict) and "snapshot" in v:
+            return SnapshotSpec(**{k: value(x) for k, x in v["snapshot"].items()})
         if isinstance(v, dict):
             return timedelta(microseconds=v["us"])
         if isinstance(v, list):
             return tuple(value(x) for x in v)
         return v
 
-    return WindowQuery(**{k: value(v) for k, v in doc.items()})
+    kind = PatternQuery if doc.get("kind") == "pattern" else WindowQuery  # (older: windows)
+    return kind(**{k: value(v) for k, v in doc.items() if k != "kind"})
 
 
 def served(spark, settings: Settings):  # noqa: ANN001, ANN201
@@ -329,11 +346,15 @@ class Rules:
     def floors(self) -> dict[str, int]:
         """Per rule deployed with ``clear`` (and still in that version): ``M_d``, below
         which its version sees no event (windows starting at or before it, matches with an
-        event at or before it are the gap)."""
+        event at or before it are the gap). Also per pattern rule deployed side by side,
+        while its old version runs and after it retired: matches with an event at or before
+        ``M_d`` are the old version's (docs/rules.md, "Hot reload", B)."""
         out = {}
         for query_id, (new_hash, strategy, m_d) in self.recorded.items():
             query = self.in_force.get(query_id)
-            if (strategy == "clear" and m_d is not None and query is not None
+            floored = strategy == "clear" or (strategy in ("side_by_side", "retire")
+                                              and isinstance(query, PatternQuery))
+            if (floored and m_d is not None and query is not None
                     and query.rule_hash == new_hash):
                 out[query_id] = m_d
         return out

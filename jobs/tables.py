@@ -158,6 +158,17 @@ class LakeTable:
             .save(self.path)
         )
 
+    def hand_over(self, query_id: str, fingerprint: str, to_id: str,
+                  to_fingerprint: str) -> None:
+        """Give the state rows of ``(query_id, fingerprint)`` to ``(to_id, to_fingerprint)``
+        (hot reload, side by side: the old version's state goes to its ``@`` query)."""
+        from delta.tables import DeltaTable
+        from pyspark.sql import functions as F
+
+        DeltaTable.forPath(self.spark, self.path).update(
+            (F.col("query_id") == query_id) & (F.col("fingerprint") == fingerprint),
+            {"query_id": F.lit(to_id), "fingerprint": F.lit(to_fingerprint)})
+
     def drop_other_fingerprints(self, fingerprints: dict[str, str],
                                 only: Sequence[str] | None = None,
                                 keep: Sequence[str] = ()) -> int:

@@ -28,7 +28,7 @@ from datetime import timedelta
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from cep_core import CompiledQuery
@@ -456,13 +456,14 @@ def load_query(path: Path) -> QueryDefinition:
                                    f"{', '.join(map(repr, RELOAD_STRATEGIES))} (how a "
                                    "changed version is deployed while gold runs; "
                                    "docs/rules.md, 'Hot reload')")
-    if reload == "side_by_side" and (kind != "window" or "rows" in data):
+    if reload == "side_by_side" and (kind not in ("window", "pattern") or "rows" in data
+                                     or inputs or "acquisition" in data):
         why = ("a count window (rows) has no span in event time, so the old version would "
                "never retire" if kind == "window" else
-               "side by side is built for window rules only (a pattern rule without WITHIN "
-               "could never retire its old version)")
-        raise QueryDefinitionError(f"{path}: reload = \"side_by_side\": {why}; use "
-                                   "\"clear\" or \"warm\" (docs/rules.md, 'Hot reload')")
+               "side by side is built for window rules and pattern rules with WITHIN, not "
+               + ("chained rules" if inputs else "acquisition rules" if kind == "pattern"
+                  else f"kind {kind!r}"))
+        _no_side_by_side(path, why)
     data = {k: v for k, v in data.items() if k not in ("alert", "snapshot", "input", "reload")}
     common = dict(
         id=_require(data, "id", path),
@@ -476,8 +477,12 @@ def load_query(path: Path) -> QueryDefinition:
         return _acquisition_query(data, path, {**common, "alert": alert,
                                                 "snapshot": snapshot})
     if kind == "pattern":
-        return PatternQuery(query=_require(data, "query", path), alert=alert,
-                            snapshot=snapshot, inputs=inputs, **common)
+        pattern = PatternQuery(query=_require(data, "query", path), alert=alert,
+                               snapshot=snapshot, inputs=inputs, **common)
+        if reload == "side_by_side" and _without_within(pattern):
+            _no_side_by_side(path, "the pattern has no WITHIN, so the old version would "
+                             "never retire (every later event could still extend its matches)")
+        return pattern
     if kind == "live_archive":
         live, archive = data.get("live", {}), data.get("archive", {})
         strategy = str(data.get("strategy", "auto"))
@@ -515,6 +520,39 @@ def load_query(path: Path) -> QueryDefinition:
         return _window_query(data, path, common)
     raise QueryDefinitionError(f"{path}: kind must be 'pattern', 'live_archive', "
                                f"'uncertain' or 'window', got {kind!r}")
+
+
+def _no_side_by_side(path: Path, why: str) -> None:
+    raise QueryDefinitionError(f"{path}: reload = \"side_by_side\": {why}; use "
+                               "\"clear\" or \"warm\" (docs/rules.md, 'Hot reload')")
+
+
+def _without_within(query: PatternQuery) -> bool:
+    """Whether the pattern has no ``WITHIN`` (False when it does not compile: the query
+    check reports that, with its position)."""
+    try:
+        return query.compiled().match.within is None
+    except Exception:  # noqa: BLE001 - a syntax error, reported by validation
+        return False
+
+
+#: What joins a rule's id and an old version's ``rule_hash`` in the id of that version
+#: run side by side with the new one (docs/rules.md, "Hot reload", B).
+OLD = "@"
+
+_Q = TypeVar("_Q", bound="QueryDefinition")
+
+
+def old_version(query: _Q) -> _Q:
+    """The old version of a rule deployed side by side, run as query ``<id>@<rule_hash>``
+    (its own state rows and watermark) until it retires; its rows keep the rule's id
+    (:func:`rule_id`)."""
+    return replace(query, id=f"{query.id}{OLD}{query.rule_hash}")
+
+
+def rule_id(query: QueryDefinition) -> str:
+    """The rule's id in gold rows: ``query.id``, also for an :func:`old_version`."""
+    return query.id.removesuffix(f"{OLD}{query.rule_hash}")
 
 
 #: The priority classes, highest first (docs/rules.md, "Priorities").

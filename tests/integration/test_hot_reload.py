@@ -1,6 +1,6 @@
 """Hot reload of rules (docs/rules.md, "Hot reload"): window and pattern rules changed
-between two gold batches, deployed with ``reload = "clear"`` (A), ``"side_by_side"`` (B,
-window rules) and ``"warm"`` (C), with silver ahead of gold at the deployment. Gold
+between two gold batches, deployed with ``reload = "clear"`` (A), ``"side_by_side"`` (B)
+and ``"warm"`` (C), with silver ahead of gold at the deployment. Gold
 must equal each strategy's offline truth row for row, every row with the rule_hash the
 truth assigns it; and the deployment check keeps the old version when a changed file does
 not validate."""
@@ -50,7 +50,7 @@ query = """SELECT * FROM events MATCH_RECOGNIZE (PARTITION BY object_id ORDER BY
 
 #: rule -> its reload strategy (w_: a window rule, p_: a pattern rule)
 STRATEGY = {"w_clear": "clear", "w_warm": "warm", "w_side": "side_by_side",
-            "p_clear": "clear", "p_warm": "warm"}
+            "p_clear": "clear", "p_warm": "warm", "p_side": "side_by_side"}
 
 
 def _rules(version: int) -> dict[str, str]:
@@ -61,13 +61,15 @@ def _rules(version: int) -> dict[str, str]:
 
 
 # tags: (tag, reader, minute); readings of s1 and s2 every minute; M_d = minute 19. The
-# last batch is late (all before M_d): silver holds it when the deployment batch runs
+# last batch is late (all before M_d): silver holds it when the deployment batch runs.
+# For p_side (B): t9 is an old-version match completed after the deployment, t10 one of
+# late events in the deployment batch, t8 one of late events after the old version retired
 TAGS = [
     [("t1", "A", 1), ("t1", "B", 2), ("t2", "A", 3), ("t2", "C", 4), ("t3", "A", 5)],
-    [("t3", "B", 11), ("t4", "A", 12), ("t4", "C", 13), ("t5", "A", 18)],
+    [("t3", "B", 11), ("t4", "A", 12), ("t4", "C", 13), ("t5", "A", 18), ("t9", "A", 19)],
     [("t5", "C", 21), ("t6", "A", 25), ("t6", "C", 26), ("t1", "A", 30), ("t1", "C", 31),
-     ("t3", "A", 32), ("t3", "B", 33)],
-    [("t7", "A", 15), ("t7", "C", 16)],
+     ("t3", "A", 32), ("t3", "B", 33), ("t9", "B", 23), ("t10", "A", 8), ("t10", "B", 9)],
+    [("t7", "A", 15), ("t7", "C", 16), ("t8", "A", 14), ("t8", "B", 15)],
 ]
 MINUTES = [range(0, 10), range(10, 20), range(20, 40), range(17, 18)]
 
@@ -168,8 +170,10 @@ def test_clear_and_warm_reload_equal_offline_truth(spark, settings, tmp_path: Pa
         *((q, None, v1[q].rule_hash, "initial", 0, None) for q in v1),
         *((q, v1[q].rule_hash, v2[q].rule_hash, STRATEGY[q], 2, m_d + _t0()) for q in v1),
         # B: the old version retires once the watermark (minute 60) passes M_d + 5 minutes
-        # (after batch 2: batch 3 is the first without it)
-        ("w_side", v1["w_side"].rule_hash, v2["w_side"].rule_hash, "retire", 3, m_d + _t0())}
+        # (after batch 2: batch 3 is the first without it); the pattern's once the newest
+        # event (minute 60) is after M_d + WITHIN (30 minutes)
+        *((q, v1[q].rule_hash, v2[q].rule_hash, "retire", 3, m_d + _t0())
+          for q in ("w_side", "p_side"))}
 
     # windows: gold.window_outputs = the old version's rows emitted before batch 2 + the
     # new version's rows from batch 2 on, per strategy
@@ -236,6 +240,35 @@ def test_clear_and_warm_reload_equal_offline_truth(spark, settings, tmp_path: Pa
                      for m in _matches(new, events)}
         assert current == truth, rule
     assert ("t5_18", "t5_21") in {m for m, _ in current}  # warm: the match across M_d
+
+    # B for patterns: each match from one version, split at M_d by its first event: the
+    # old version (over the events that arrived before it retired, after batch 2) for
+    # matches starting at or before M_d, the new one (its floor: events after M_d) for the
+    # rest; every row with the rule's id in query_id and match_id, no match id twice
+    from lakecep.jobs.gold_rows import match_id
+
+    old, new = v1["p_side"], v2["p_side"]
+    assert isinstance(old, PatternQuery) and isinstance(new, PatternQuery)
+    time = {e["event_id"]: e["time"] for e in events}
+    side = [r for r in rows if r.query_id == "p_side"]
+    arrived = _matches(old, [e for b in batches[:3] for e in b])
+    truth = {(m, old.rule_hash) for m in arrived if time[m[0]] <= m_d} | {
+        (m, new.rule_hash) for m in _matches(new, [e for e in events if e["time"] > m_d])}
+    assert {(tuple(r.live_event_ids), r.rule_hash) for r in side
+            if r.superseded_version is None} == truth
+    assert {("t9_19", "t9_23"), ("t10_8", "t10_9")} <= {m for m, h in truth
+                                                          if h == old.rule_hash}
+    assert ("t1_30", "t1_31") in {m for m, h in truth if h == new.rule_hash}
+    assert ("t3_32", "t3_33") in arrived  # the old definition's, but after M_d: not served
+    # the price: a late event after the retirement is lost for the old version's match
+    assert ("t8_14", "t8_15") in _matches(old, events)
+    assert ("t8_14", "t8_15") not in {m for m, _ in truth}
+    assert all(r.match_id == match_id("p_side", r.live_event_ids) for r in side)
+    assert len({r.match_id for r in side}) == len(side)
+    assert not LakeTable(spark, local, "gold.partial_matches").read().where(
+        F.col("query_id").startswith("p_side@")).count()   # retired: its state deleted
+    assert Rules(spark, local, gold.QUERY, [new], watch=False).floors() == {
+        "p_side": m_d + _t0()}   # the new version keeps its floor after the retirement
 
     # A window rule and a pattern rule (on the recompute path: incremental patterns off)
     # added before batch 4 are backfilled at first sight: gold holds their answer over
@@ -307,6 +340,8 @@ def test_clear_and_warm_reload_equal_offline_truth(spark, settings, tmp_path: Pa
 
     for rule in added:
         assert backfill(spark, plain, rule)["rows_written"] == 0, rule
+    with pytest.raises(ValueError, match="deployed side by side: its matches"):
+        backfill(spark, plain, "p_side")  # B has no gap: the old version's matches to M_d
     before = current("p_clear")
     done = backfill(spark, plain, "p_clear")
     truth = _matches(v2["p_clear"], events)  # type: ignore[arg-type]

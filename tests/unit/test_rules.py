@@ -153,7 +153,7 @@ def test_reload_strategy_of_a_query_file(tmp_path: Path) -> None:
         load_query(path)
 
 
-def test_side_by_side_is_for_time_and_sampled_window_rules(tmp_path: Path) -> None:
+def test_side_by_side_is_for_time_windows_and_patterns_with_within(tmp_path: Path) -> None:
     path = tmp_path / "w.toml"
     window = ('id = "w"\nkind = "window"\nreload = "side_by_side"\nattribute = "t"\n'
               'aggregates = ["avg"]\n')
@@ -163,8 +163,18 @@ def test_side_by_side_is_for_time_and_sampled_window_rules(tmp_path: Path) -> No
     path.write_text(window + "rows = 10")
     with pytest.raises(QueryDefinitionError, match="count window .* never retire"):
         load_query(path)
+    within = Q.format("read").replace("PATTERN (A)", "PATTERN (A) WITHIN INTERVAL '1' HOUR")
+    path.write_text(f'id = "a"\nreload = "side_by_side"\nquery = """{within}"""\n')
+    assert load_query(path).reload == "side_by_side"
     path.write_text(f'id = "a"\nreload = "side_by_side"\nquery = """{Q.format("read")}"""\n')
-    with pytest.raises(QueryDefinitionError, match="window rules only"):
+    with pytest.raises(QueryDefinitionError, match="no WITHIN, so the old version would never"):
+        load_query(path)
+    path.write_text(f'id = "a"\nreload = "side_by_side"\ninput = "b"\nquery = """{within}"""\n')
+    with pytest.raises(QueryDefinitionError, match="not chained rules"):
+        load_query(path)
+    path.write_text('id = "u"\nkind = "uncertain"\nreload = "side_by_side"\n'
+                    f'query = """{within}"""\n')
+    with pytest.raises(QueryDefinitionError, match="not kind 'uncertain'"):
         load_query(path)
 
 
@@ -191,6 +201,18 @@ def test_side_by_side_keeps_window_definitions_across_restarts(settings, tmp_pat
     assert again.retiring == {"w": (query, 123)}
     again.save([_rule("a")])  # a new version in force: the old one is still running
     assert SideBySide(local, "gold_x").old("w", query.rule_hash) == query
+    # pattern rules' definitions too (B for patterns with WITHIN), snapshot included
+    from lakecep.queries import SnapshotSpec
+
+    pattern = dataclasses.replace(_rule("p"), alert=True, rule_hash="abc",
+                                  attributes=(("t", "double"),),
+                                  snapshot=SnapshotSpec(timedelta(minutes=5)))
+    again.retiring["p"] = (pattern, 7)
+    again.save([pattern, _rule("c", "p")])
+    last = SideBySide(local, "gold_x")
+    assert last.old("p", "abc") == pattern and last.old("p", "abc").rule_hash == "abc"  # type: ignore[union-attr]
+    assert last.retiring["p"] == (pattern, 7) and last.retiring["w"] == (query, 123)
+    assert "c" not in last.definitions  # (a chained rule is deployed by a restart)
 
 
 def test_window_rule_hash_ignores_the_order_of_aggregates() -> None:
