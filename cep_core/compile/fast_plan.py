@@ -15,10 +15,12 @@ does; EMIT TIMEOUTS is not), and so is ALL ROWS PER MATCH (SHOW or OMIT EMPTY MA
 matching is vectorised, the per-row RUNNING measures and the output use the general
 path's code). Other patterns, SKIP TILL NEXT/ANY MATCH and ALL ROWS PER MATCH WITH
 UNMATCHED ROWS run on the compiled automaton, and so do DEFINEs that are an AND of
-row-local conditions and aggregate conditions ``AGG(column) op row-local`` (:class:`AggCheck`,
-checked per thread by the kernel). Consumption modes, EMIT TIMEOUTS, negation, navigation
-to other variables, FIRST/LAST/CLASSIFIER/MATCH_NUMBER and other aggregates in DEFINE run
-on the general matcher (:mod:`cep_core.runtime.matcher`).
+row-local conditions and conditions on a running value ``value op row-local``
+(:class:`AggCheck`, checked per thread by the kernel), the value an aggregate
+``AGG(column)`` or navigation ``V.column`` (another variable), ``FIRST(column)``,
+``LAST(column)``. Consumption modes, EMIT TIMEOUTS, negation, other navigation and
+aggregates, CLASSIFIER and MATCH_NUMBER in DEFINE run on the general matcher
+(:mod:`cep_core.runtime.matcher`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from ..language import ast
 from ..language.printer import to_sql
-from .expressions import children, walk
+from .expressions import children, conjuncts, walk
 from .functions import SCALAR_FUNCTIONS
 from .nfa import Automaton, TooLarge, build
 
@@ -58,7 +60,7 @@ class AggCheck:
     included), ``other`` reading only the current row (and PREV/NEXT of it)."""
 
     owner: int  # the variable whose DEFINE has it
-    func: str  # COUNT, SUM, AVG, MIN, MAX
+    func: str  # COUNT, SUM, AVG, MIN, MAX; FIRST, LAST (navigation)
     column: ast.Column | None  # None: COUNT(*) / COUNT(V.*)
     over: frozenset[int] | None  # the variables aggregated over (None: every row)
     op: str  # = <> < <= > >=, the aggregate on the left
@@ -133,8 +135,11 @@ class FastPlan:
                      "ROWS"}.get(rows, "")
             if m.selection != "STRICT":
                 extra += f"; SKIP TILL {m.selection} MATCH"
-            if self.agg_checks:
+            funcs = {c.func for c in self.agg_checks}
+            if funcs - {"FIRST", "LAST"}:
                 extra += "; aggregates in DEFINE"
+            if funcs & {"FIRST", "LAST"}:
+                extra += "; navigation in DEFINE"
             return f"compiled: automaton{window}{extra}"
         parts = []
         for it in self.items:
@@ -200,33 +205,33 @@ def _ineligible(q: CompiledQuery) -> str | None:
     return None
 
 
-def conjuncts(e: ast.Expr) -> list[ast.Expr]:
-    """``e`` split at its top-level ANDs (TRUE iff every part is TRUE)."""
-    if isinstance(e, ast.Binary) and e.op == "AND":
-        return [*conjuncts(e.left), *conjuncts(e.right)]
-    return [e]
-
-
 _FLIP = {"=": "=", "<>": "<>", "!=": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
 def _agg_check(c: ast.Expr, owner: int, q: CompiledQuery) -> AggCheck | None:
-    """``c`` as an aggregate condition the kernel evaluates (``AGG(column) op row-local``
-    or the mirror image; COUNT/SUM/AVG/MIN/MAX of one column, COUNT(*), no DISTINCT,
-    FILTER or FINAL), else None."""
+    """``c`` as a condition on a running value the kernel evaluates per thread
+    (``value op row-local`` or the mirror image), else None. The value is an aggregate
+    (COUNT/SUM/AVG/MIN/MAX of one column, COUNT(*), no DISTINCT, FILTER or FINAL) or
+    logical navigation to a row of the match so far: ``FIRST(col)``, ``LAST(col)`` or
+    another variable's ``V.col`` (its last row, RUNNING)."""
     if not (isinstance(c, ast.Binary) and c.op in _FLIP):
         return None
     op = "<>" if c.op == "!=" else c.op
+    owner_name = q.variables[owner]
     agg, other = c.left, c.right
-    if not _is_aggregate(agg):
+    if not _running_value(agg, owner_name):
         agg, other, op = c.right, c.left, _FLIP[op]
-    if not _is_aggregate(agg) or _is_aggregate(other):
+    if not _running_value(agg, owner_name) or _running_value(other, owner_name):
         return None
-    assert isinstance(agg, ast.Call)
-    if _define_problem(other, q.variables[owner]) is not None:
+    if _define_problem(other, owner_name) is not None:
         return None
-    arg = agg.args[0]
     sets = q._sets
+    if isinstance(agg, ast.Column):  # V.col of another variable: LAST(V.col)
+        if agg.var not in sets:
+            return None
+        return AggCheck(owner, "LAST", agg, sets[agg.var], op, other)
+    assert isinstance(agg, ast.Call)
+    arg = agg.args[0]
     if isinstance(arg, ast.Star):
         if agg.name != "COUNT" or (arg.var is not None and arg.var not in sets):
             return None
@@ -236,10 +241,16 @@ def _agg_check(c: ast.Expr, owner: int, q: CompiledQuery) -> AggCheck | None:
     return AggCheck(owner, agg.name, arg, sets[arg.var] if arg.var else None, op, other)
 
 
-def _is_aggregate(e: ast.Expr) -> bool:
-    return (isinstance(e, ast.Call) and e.name in ("COUNT", "SUM", "AVG", "MIN", "MAX")
+def _running_value(e: ast.Expr, owner: str) -> bool:
+    """``e`` is a value the kernel keeps per thread (see :func:`_agg_check`)."""
+    if isinstance(e, ast.Column):
+        return e.var is not None and e.var != owner
+    return (isinstance(e, ast.Call) and e.name in _RUNNING_FUNCS
             and len(e.args) == 1 and not e.distinct and e.filter is None
             and e.semantics in (None, "RUNNING"))
+
+
+_RUNNING_FUNCS = ("COUNT", "SUM", "AVG", "MIN", "MAX", "FIRST", "LAST")
 
 
 def _has_aggregates(q: CompiledQuery) -> bool:

@@ -403,12 +403,14 @@ class _FastBound:
         rhs = np.zeros((k, n), dtype=np.float64)
         rhs_ok = np.ones((k, n), dtype=bool)
         n_vars = len(self.plan.q.variables)
-        for i, (name, other) in enumerate(zip(self.agg_columns,
-                                              self.agg_others, strict=True)):
+        for i, (name, other, check) in enumerate(zip(self.agg_columns, self.agg_others,
+                                                     checks, strict=True)):
             if name is not None:
                 values, null = column(name)
+                # sums must stay exact; navigation only reads single values
+                size = np.max if check.func in ("FIRST", "LAST") else np.sum
                 if values.dtype.kind in "iu" and len(values) and (
-                        float(np.abs(values.astype(np.float64)).sum()) >= _EXACT):
+                        float(size(np.abs(values.astype(np.float64)))) >= _EXACT):
                     raise _NotSimple
                 val[i] = values
                 ok[i] = ~null
@@ -1151,14 +1153,16 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
                skip: SkipPolicy, report_unmatched: bool, first: list[int] | None = None,
                covered: list[int] | None = None, begin: list[int] | None = None,
                open_: bool = False, selection: str = "STRICT",
-               aggs: tuple[np.ndarray, ...] | None = None) -> tuple[Any, ...]:
+               aggs: tuple[np.ndarray, ...] | None = None, ahead: int = 0) -> tuple[Any, ...]:
     """:func:`cep_core.runtime.kernel.run` over the partitions ``bounds`` (defaults: every
     partition from its first row, '^' there, closed); returns its results and the stop
     row per partition. Each match's labels cover its rows ``start..end-1``; under SKIP
     TILL ... MATCH (``selection``) rows it skipped have the label ``n_states``
     (:meth:`cep_core.compile.nfa.Automaton.label_var` -1). ``aggs``: the aggregate
     conditions (:meth:`_FastBound.kernel_inputs`); the bad record index is then
-    ``TOO_MANY_THREADS`` if the kernel gave up (the general matcher must run)."""
+    ``TOO_MANY_THREADS`` if the kernel gave up (the general matcher must run). ``ahead``
+    (with ``open_``): the rows at the end of each partition whose conditions read rows
+    that have not arrived (NEXT); no attempt uses them, the first one that would waits."""
     from . import kernel
 
     b = np.asarray(bounds if len(bounds) > 1 else [0, 0], dtype=np.int64)
@@ -1179,7 +1183,7 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
                      np.int64(mask_bits), report_unmatched, kernel.MEMO_LIMIT, arr(first),
                      arr(covered), arr(begin), open_, automaton.touches_end, stops,
                      None if selection == "STRICT" else kernel.SELECTIONS[selection], aggs,
-                     kernel.MAX_AGG_THREADS)
+                     kernel.MAX_AGG_THREADS, ahead if open_ else 0)
     return (*out, stops)
 
 
