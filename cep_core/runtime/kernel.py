@@ -325,7 +325,10 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                             if holds:
                                 holds = _aggregates_hold(state_var[s], pos, old_acc, old_cnt,
                                                          new_acc, new_cnt, aggs)
-                        if holds:
+                        if not holds:
+                            if selection is None or pos == start:
+                                continue  # (numba prunes the rest under STRICT)
+                        else:
                             if n_nodes == len(node_parent):
                                 node_parent = _grow(node_parent, n_nodes + 1)
                                 node_state = _grow(node_state, n_nodes + 1)
@@ -364,26 +367,26 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                                 n_nxt += 1
                             if accepted:
                                 break  # less preferred threads are cut
-                        if selection is not None and pos > start and (
-                                not holds or selection == ANY):
-                            # SKIP TILL NEXT / ANY MATCH: wait in s for a later row (if the
-                            # row fails; under ANY also as the alternative less preferred
-                            # than taking it)
-                            if aggs is None:
-                                if _enter(memo, marks, failed, stamp,
-                                          (pos + 1 - lo) * n_states + s, s, start, step):
-                                    nxt_s[n_nxt] = s
-                                    nxt_n[n_nxt] = cur_n[c]
-                                    n_nxt += 1
-                            elif not _has_twin(n_aggs, s, n_nxt, nxt_s, nxt_acc, nxt_cnt, old_acc,
-                                               old_cnt):
-                                if n_nxt == cap:
-                                    return (o_start[:n_out], o_end[:n_out], o_num[:n_out],
-                                            o_unm[:n_out], o_lab[:n_lab], -2)
+                            if selection is None or selection != ANY or pos == start:
+                                continue
+                        # SKIP TILL NEXT / ANY MATCH: wait in s for a later row (the row
+                        # fails; under ANY also when it holds, as the alternative less
+                        # preferred than taking it)
+                        if aggs is None:
+                            if _enter(memo, marks, failed, stamp,
+                                      (pos + 1 - lo) * n_states + s, s, start, step):
                                 nxt_s[n_nxt] = s
                                 nxt_n[n_nxt] = cur_n[c]
-                                _store(nxt_acc, nxt_cnt, n_nxt, old_acc, old_cnt)
                                 n_nxt += 1
+                        elif not _has_twin(n_aggs, s, n_nxt, nxt_s, nxt_acc, nxt_cnt,
+                                           old_acc, old_cnt):
+                            if n_nxt == cap:
+                                return (o_start[:n_out], o_end[:n_out], o_num[:n_out],
+                                        o_unm[:n_out], o_lab[:n_lab], -2)
+                            nxt_s[n_nxt] = s
+                            nxt_n[n_nxt] = cur_n[c]
+                            _store(nxt_acc, nxt_cnt, n_nxt, old_acc, old_cnt)
+                            n_nxt += 1
                 tmp_s = cur_s
                 cur_s = nxt_s
                 nxt_s = tmp_s
