@@ -25,7 +25,7 @@ aggregates, CLASSIFIER and MATCH_NUMBER in DEFINE run on the general matcher
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..language import ast
@@ -65,6 +65,11 @@ class AggCheck:
     over: frozenset[int] | None  # the variables aggregated over (None: every row)
     op: str  # = <> < <= > >=, the aggregate on the left
     other: ast.Expr
+    #: the left side is ``sign * value + extra_sign * extra`` (``A.x + 2``, ``5 - SUM(x)``;
+    #: ``extra`` row-local, None: the value alone)
+    sign: int = 1
+    extra: ast.Expr | None = None
+    extra_sign: int = 1
 
 
 @dataclass(frozen=True)
@@ -213,18 +218,50 @@ def _agg_check(c: ast.Expr, owner: int, q: CompiledQuery) -> AggCheck | None:
     (``value op row-local`` or the mirror image), else None. The value is an aggregate
     (COUNT/SUM/AVG/MIN/MAX of one column, COUNT(*), no DISTINCT, FILTER or FINAL) or
     logical navigation to a row of the match so far: ``FIRST(col)``, ``LAST(col)`` or
-    another variable's ``V.col`` (its last row, RUNNING)."""
+    another variable's ``V.col`` (its last row, RUNNING); it may be added to or
+    subtracted from a row-local expression (``A.x + 2``)."""
     if not (isinstance(c, ast.Binary) and c.op in _FLIP):
         return None
     op = "<>" if c.op == "!=" else c.op
     owner_name = q.variables[owner]
-    agg, other = c.left, c.right
-    if not _running_value(agg, owner_name):
-        agg, other, op = c.right, c.left, _FLIP[op]
-    if not _running_value(agg, owner_name) or _running_value(other, owner_name):
+    side = _value_side(c.left, owner_name)
+    other = c.right
+    if side is None:
+        side, other, op = _value_side(c.right, owner_name), c.left, _FLIP[op]
+    if side is None or _reads_running(other, owner_name):
         return None
-    if _define_problem(other, owner_name) is not None:
+    agg, sign, extra, extra_sign = side
+    if _define_problem(other, owner_name) is not None or (
+            extra is not None and _define_problem(extra, owner_name) is not None):
         return None
+    check = _value_check(agg, owner, op, other, q)
+    if check is None or extra is None and sign == 1:
+        return check
+    return replace(check, sign=sign, extra=extra, extra_sign=extra_sign)
+
+
+def _value_side(e: ast.Expr, owner: str) -> tuple[ast.Expr, int, ast.Expr | None, int] | None:
+    """``e`` as ``sign * value + extra_sign * extra`` with a running value (see
+    :func:`_agg_check`) and a row-local ``extra`` (+ or - only: float64 adds as Python
+    does), else None."""
+    if _running_value(e, owner):
+        return e, 1, None, 1
+    if isinstance(e, ast.Binary) and e.op in ("+", "-"):
+        left, right = e.left, e.right
+        minus = -1 if e.op == "-" else 1
+        if _running_value(left, owner) and not _reads_running(right, owner):
+            return left, 1, right, minus
+        if _running_value(right, owner) and not _reads_running(left, owner):
+            return right, minus, left, 1
+    return None
+
+
+def _reads_running(e: ast.Expr, owner: str) -> bool:
+    return any(_running_value(node, owner) for node in walk(e))
+
+
+def _value_check(agg: ast.Expr, owner: int, op: str, other: ast.Expr,
+                 q: CompiledQuery) -> AggCheck | None:
     sets = q._sets
     if isinstance(agg, ast.Column):  # V.col of another variable: LAST(V.col)
         if agg.var not in sets:

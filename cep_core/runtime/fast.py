@@ -115,6 +115,8 @@ class _FastBound:
         self.agg_columns = [None if a.column is None else scope.column(a.column)
                             for a in plan.agg_checks]
         self.agg_others = [self._rewrite(a.other, scope, 0) for a in plan.agg_checks]
+        self.agg_extras = [None if a.extra is None else self._rewrite(a.extra, scope, 0)
+                           for a in plan.agg_checks]
         within = q.match.within
         self.window_column = bound.order_cols[0] if within is not None else None
         self.needed = list(dict.fromkeys(
@@ -402,33 +404,35 @@ class _FastBound:
         ok = np.ones((k, n), dtype=bool)
         rhs = np.zeros((k, n), dtype=np.float64)
         rhs_ok = np.ones((k, n), dtype=bool)
+        extra = np.zeros((k, n), dtype=np.float64)
         n_vars = len(self.plan.q.variables)
-        for i, (name, other, check) in enumerate(zip(self.agg_columns, self.agg_others,
-                                                     checks, strict=True)):
+        for i, (name, other, added, check) in enumerate(zip(
+                self.agg_columns, self.agg_others, self.agg_extras, checks, strict=True)):
+            # integers must stay exact in float64 (with an addend: half the range, so
+            # the sum does too); sums must, navigation only reads single values
+            exact = _EXACT if added is None else _EXACT // 2
             if name is not None:
                 values, null = column(name)
-                # sums must stay exact; navigation only reads single values
                 size = np.max if check.func in ("FIRST", "LAST") else np.sum
                 if values.dtype.kind in "iu" and len(values) and (
-                        float(size(np.abs(values.astype(np.float64)))) >= _EXACT):
+                        float(size(np.abs(values.astype(np.float64)))) >= exact):
                     raise _NotSimple
                 val[i] = values
                 ok[i] = ~null
-            y, y_null = _np_number(other, column)
-            y = np.broadcast_to(np.asarray(y), (n,))
-            if y.dtype.kind in "iu" and n and int(np.abs(y).max()) >= _EXACT:
-                raise _NotSimple
-            if y.dtype.kind not in "iuf":
-                raise _NotSimple
+            y, y_null = _row_numbers(other, column, n, exact)
             rhs[i] = y
-            rhs_ok[i] = ~np.broadcast_to(np.asarray(y_null, dtype=bool), (n,))
+            rhs_ok[i] = ~y_null
+            if added is not None:
+                x, x_null = _row_numbers(added, column, n, exact)
+                extra[i] = x if check.extra_sign == 1 else -x
+                rhs_ok[i] &= ~x_null  # a NULL addend: the comparison is NULL
         over = [sum(1 << v for v in (c.over if c.over is not None else range(n_vars)))
                 for c in checks]
         return (val, ok, np.asarray(over, dtype=np.uint64),
                 np.asarray([kernel.AGG_FUNCS[c.func] for c in checks], dtype=np.int64),
                 np.asarray([c.owner for c in checks], dtype=np.int64),
                 np.asarray([kernel.AGG_OPS.index(c.op) for c in checks], dtype=np.int64),
-                rhs, rhs_ok)
+                rhs, rhs_ok, np.asarray([c.sign for c in checks], dtype=np.float64), extra)
 
     def _column_reader(self, work: dict[str, pd.Series], n: int, starts_of: np.ndarray,
                        part_of_row: np.ndarray) -> Any:
@@ -816,6 +820,19 @@ def _np_number(e: ast.Expr, column: Any) -> NpValue:
         _check_exact(x, y)
         return _NP_ARITH[e.op](x, y), xn | yn
     raise _NotSimple
+
+
+def _row_numbers(e: ast.Expr, column: Any, n: int, exact: int) -> tuple[np.ndarray,
+                                                                        np.ndarray]:
+    """A row-local numeric expression per row as float64 and its NULL mask; _NotSimple
+    unless numeric with integers below ``exact`` in magnitude."""
+    y, y_null = _np_number(e, column)
+    y = np.broadcast_to(np.asarray(y), (n,))
+    if y.dtype.kind not in "iuf" or (
+            y.dtype.kind in "iu" and n and int(np.abs(y).max()) >= exact):
+        raise _NotSimple
+    return (y.astype(np.float64),
+            np.broadcast_to(np.asarray(y_null, dtype=bool), (n,)))
 
 
 def _is_float(x: Any) -> bool:

@@ -32,7 +32,10 @@ AGG_CONDITIONS = ["SUM(A.v) <= 4", "v >= 1 AND AVG(v) > PREV(v)", "COUNT(B.*) < 
                   # last row, FIRST / LAST
                   "v > A.v", "B.v <= v", "FIRST(v) < v", "v >= 1 AND FIRST(C.v) <> v",
                   "LAST(A.v) > PREV(v)", "LAST(v) = v AND v IS NOT NULL",
-                  "C.v = v"]
+                  "C.v = v",
+                  # ... added to or subtracted from a row-local expression
+                  "v >= FIRST(A.v) + 2", "B.v - 1 < v", "5 - SUM(v) > PREV(v)",
+                  "v + LAST(B.v) <= 4", "2 - A.v < v AND v > 0"]
 MEASURES = ["FIRST(A.v) AS fa", "LAST(B.ts, 1) AS lb", "COUNT(*) AS n", "COUNT(A.*) AS na",
             "MATCH_NUMBER() AS mn", "CLASSIFIER() AS cl", "SUM(v) AS total",
             "LAST(C.s) AS lcs", "FINAL LAST(CLASSIFIER()) AS lc"]
@@ -162,6 +165,7 @@ def test_selection_strategies_run_compiled(tail: str, expected: str) -> None:
     "B AS B.v > A.v",  # Trino / Oracle: another variable's value (its last row, RUNNING)
     "B AS v < PREV(v) AND FIRST(A.v) <= v + 3, C AS v > LAST(B.v)",
     "B AS v >= FIRST(v), C AS C.v < A.v",
+    "B AS B.v > A.v + 2",  # test_cep_semantics' example: with an addend
 ])
 def test_navigation_in_define_runs_compiled(define: str) -> None:
     """``V.x`` of another variable and FIRST / LAST in DEFINE: each thread of the kernel
