@@ -8,7 +8,9 @@ hypothesis), plus the shipped query files (``queries/**.toml``). The test files 
 in-process by pytest with a plugin that records every ``compile_query`` made with the
 default engine: the query text and the router's decision (``CompiledQuery.plan``: the
 kernel plan, or ``general: <reason>``), and for the incremental matcher the decision of
-``IncrementalMatcher`` (``incremental_route``). Counts are of distinct query texts.
+``IncrementalMatcher`` (``incremental_route``), and how many of the inputs of a compiled
+query still ran on the general matcher (the kernel could not read a column exactly, a
+condition raised, too many threads). Counts are of distinct query texts.
 
     .venv/bin/python benchmarks/engine_routing.py                  # every corpus
     .venv/bin/python benchmarks/engine_routing.py --hand-only      # hand-written only
@@ -73,6 +75,35 @@ class Recorder:
         api.plan_fast = plan_fast
         self._route = incremental_route
 
+        # Inputs of a compiled plan that still ran on the general matcher (a column the
+        # kernel cannot read exactly, a condition error, too many threads, ...).
+        from cep_core.incremental.matcher import IncrementalMatcher
+        from cep_core.runtime.fast import _FastBound
+
+        match, kernel = _FastBound.match, IncrementalMatcher._kernel
+
+        def fast_match(fb: Any, df: Any) -> Any:
+            out = match(fb, df)
+            recorder.input_fallback(fb.plan.q.text, "batch", out is None and len(df) > 0)
+            return out
+
+        def incremental_kernel(inc: Any, bound: Any, work: Any, bounds: Any) -> Any:
+            out = kernel(inc, bound, work, bounds)
+            if incremental_route(inc.compiled) is None:
+                recorder.input_fallback(inc.compiled.text, "incremental",
+                                        out is None and len(work) > 0)
+            return out
+
+        _FastBound.match = fast_match  # type: ignore[method-assign]
+        IncrementalMatcher._kernel = incremental_kernel  # type: ignore[method-assign]
+
+    def input_fallback(self, text: str, mode: str, fell_back: bool) -> None:
+        rec = self.records.get(text)
+        if rec is not None:
+            key = f"{mode}_inputs"
+            runs, back = rec.get(key, (0, 0))
+            rec[key] = (runs + 1, back + int(fell_back))
+
     def pytest_runtest_setup(self, item: Any) -> None:
         self.group = Path(str(item.fspath)).name
 
@@ -129,6 +160,12 @@ def main() -> None:
         print(table(f"{name}, incremental", collections.Counter(
             "compiled" if r["incremental"] is None else reason_kind(r["incremental"])
             for r in chosen)))
+        for mode in ("batch", "incremental"):
+            runs = [r[f"{mode}_inputs"] for r in chosen if f"{mode}_inputs" in r]
+            some = sum(1 for _, back in runs if back)
+            print(f"{name}, {mode}: of {len(runs)} compiled queries run on data, {some} "
+                  f"ran some input on the general matcher anyway "
+                  f"({sum(b for _, b in runs)} of {sum(n for n, _ in runs)} inputs)")
     if args.json:
         Path(args.json).write_text(json.dumps(
             [{"query": t, **r} for t, r in rec.records.items()], indent=1))

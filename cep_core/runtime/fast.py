@@ -738,28 +738,34 @@ NpValue = tuple[Any, Any]  # (values, NULL mask): arrays or scalars
 
 def _np_column(series: pd.Series, shift: int, rows: np.ndarray, part_lo: np.ndarray,
                part_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A numeric column (moved by ``shift`` rows within partitions) and its NULL mask."""
+    """A numeric column (moved by ``shift`` rows within partitions) and its NULL mask;
+    numpy numbers (NaN: NULL) or pandas' nullable integers (``Int64``, ...: NA)."""
     dt = series.dtype
-    if not isinstance(dt, np.dtype) or dt.kind not in "iuf":
+    if isinstance(dt, np.dtype) and dt.kind in "iuf":
+        a = series.to_numpy()
+        null = np.isnan(a) if dt.kind == "f" else np.zeros(len(a), dtype=bool)
+    elif (isinstance(dt, pd.api.extensions.ExtensionDtype)
+          and pd.api.types.is_integer_dtype(dt) and isinstance(
+              getattr(dt, "numpy_dtype", None), np.dtype)):
+        null = np.asarray(series.isna().to_numpy(), dtype=bool)
+        a = series.to_numpy(dtype=dt.numpy_dtype, na_value=0)
+    else:
         raise _NotSimple
-    a = series.to_numpy()
     n = len(a)
     if shift == 0:
-        moved = a
-        null = np.isnan(a) if dt.kind == "f" else np.zeros(n, dtype=bool)
-        return moved, null
+        return a, null
     moved = np.zeros_like(a)
+    moved_null = np.ones(n, dtype=bool)
     k = abs(shift)
     if k < n:
         if shift < 0:
             moved[k:] = a[:n - k]
+            moved_null[k:] = null[:n - k]
         else:
             moved[:n - k] = a[k:]
+            moved_null[:n - k] = null[k:]
     target = rows + shift
-    null = (target < part_lo) | (target >= part_hi)
-    if dt.kind == "f":
-        null |= np.isnan(moved)
-    return moved, null
+    return moved, moved_null | (target < part_lo) | (target >= part_hi)
 
 
 def _np_bool(e: ast.Expr, column: Any, strings: Any = None) -> NpValue:
@@ -815,7 +821,7 @@ def _np_number(e: ast.Expr, column: Any) -> NpValue:
     if isinstance(e, ast.Binary) and e.op in _NP_ARITH:
         x, xn = _np_number(e.left, column)
         y, yn = _np_number(e.right, column)
-        if not (_is_float(x) or _is_float(y)):
+        if not (_is_float(x) or _is_float(y)) and not _fits_int64(x, y, e.op):
             raise _NotSimple  # Python integers do not overflow; numpy's do
         _check_exact(x, y)
         return _NP_ARITH[e.op](x, y), xn | yn
@@ -833,6 +839,20 @@ def _row_numbers(e: ast.Expr, column: Any, n: int, exact: int) -> tuple[np.ndarr
         raise _NotSimple
     return (y.astype(np.float64),
             np.broadcast_to(np.asarray(y_null, dtype=bool), (n,)))
+
+
+def _fits_int64(x: Any, y: Any, op: str) -> bool:
+    """Integer arithmetic ``x op y`` cannot overflow int64 (numpy then computes what
+    Python's integers do)."""
+    def biggest(v: Any) -> int:
+        if isinstance(v, np.ndarray):
+            if v.dtype.kind != "i":  # (unsigned: numpy may promote to float)
+                return 2**64
+            return max(abs(int(v.max())), abs(int(v.min()))) if len(v) else 0
+        return abs(int(v))
+
+    bx, by = biggest(x), biggest(y)
+    return (bx * by if op == "*" else bx + by) < 2**63
 
 
 def _is_float(x: Any) -> bool:

@@ -167,17 +167,21 @@ def test_selection_strategies_run_compiled(tail: str, expected: str) -> None:
     "B AS v >= FIRST(v), C AS C.v < A.v",
     "B AS B.v > A.v + 2",  # test_cep_semantics' example: with an addend
 ])
-def test_navigation_in_define_runs_compiled(define: str) -> None:
+@pytest.mark.parametrize("dtype", ["float64", "Int64"])
+def test_navigation_in_define_runs_compiled(define: str, dtype: str) -> None:
     """``V.x`` of another variable and FIRST / LAST in DEFINE: each thread of the kernel
     carries the value (None before the variable has a row; NULL values kept), batch and
-    incremental, with the general matcher's matches."""
+    incremental, with the general matcher's matches; NaN and pandas' nullable integers'
+    NA are read as NULL by the kernel itself (no fallback for the input)."""
     text = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES "
             "A.ts AS a, LAST(B.ts) AS b, COUNT(*) AS n AFTER MATCH SKIP TO NEXT ROW "
             f"PATTERN (A B+ C?) DEFINE {define})")
     q = cep_core.compile_query(text)
     assert q.plan == "compiled: automaton; navigation in DEFINE", q.plan
     df = pd.DataFrame({"p": ["x"] * 9 + ["y"] * 5, "ts": range(14),
-                       "v": [5, 3, 4, 6, None, 7, 8, 1, 9, 2, 3, 1, 4, 6]})
+                       "v": pd.array([5, 3, 4, 6, None, 7, 8, 1, 9, 2, 3, 1, 4, 6],
+                                     dtype=dtype)})
+    assert q._fast is not None and q._fast._fast_bound(q._bind(df)).match(df) is not None
     general = cep_core.compile_query(text, engine="general")
     expected = general.find_matches(df)
     assert q.find_matches(df) == expected != []
@@ -282,4 +286,14 @@ def test_incremental_on_the_automaton_equals_general_batch(
         if "backtracked too often" in err.message:
             return
         expected = ("error", _kind(err.message))
-    assert _incremental(text, df, [c for c in cuts if c <= len(df)]) == expected
+    got = _incremental(text, df, [c for c in cuts if c <= len(df)])
+    if isinstance(expected, tuple) and isinstance(got, tuple) and "PARTITION BY" in text:
+        # batch meets the first error in key order, a feed the first of a partition whose
+        # outcome is final: the same kind of error, maybe another partition's message
+        assert _error_kind(str(got[1])) == _error_kind(str(expected[1]))
+        return
+    assert got == expected
+
+
+def _error_kind(message: str) -> str:
+    return message.split(":")[0].split(" would")[0]
