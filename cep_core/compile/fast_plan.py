@@ -1,8 +1,9 @@
 """The fast path's planner: whether a query can run on the vectorised fast path
 (:mod:`cep_core.runtime.fast`), and its plan, decided from the query alone (no rows).
 
-A query is eligible when its DEFINE conditions read only the current row, or the current
-row's physical neighbours through ``PREV``/``NEXT`` with constant offsets, and its pattern
+A query is eligible when its DEFINE conditions read only the current row (its
+``CLASSIFIER()`` is the variable defined), or the current row's physical neighbours
+through ``PREV``/``NEXT`` with constant offsets, and its pattern
 is a concatenation of *items*, each a single variable with any quantifier (``A``, ``B+``,
 ``C*?``, ``D{2,5}``, ...). The plan holds those items and, when every measure is made of
 column references, ``FIRST``/``LAST`` with constant offsets, ``COUNT(*)``,
@@ -340,6 +341,8 @@ def _define_problem(cond: ast.Expr, var: str) -> str | None:
                         return f"{node.name} of variable {inner.var}"
                     if isinstance(inner, ast.Star):
                         return "COUNT(*)-style reference"
+            elif node.name == "CLASSIFIER" and not node.args:
+                continue  # the current row's: the variable defined (a constant here)
             elif node.name not in SCALAR_FUNCTIONS:
                 return f"uses {node.name}"
     return None

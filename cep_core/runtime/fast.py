@@ -106,17 +106,20 @@ class _FastBound:
         self.shifts: dict[str, tuple[str, int]] = {}  # helper column -> (column, shift)
         self.conditions: list[ast.Expr | None] = [None] * len(q.variables)
         index = {n: i for i, n in enumerate(q.variables)}
+        scopes = {v: Scope(bound.columns, q._sets, "DEFINE", v) for v in q.variables}
         scope = Scope(bound.columns, q._sets, "DEFINE")
         for d in q.match.defines:
             cond = plan.local[d.var]
             self.conditions[index[d.var]] = None if cond is None else self._rewrite(
-                cond, scope, 0)
+                cond, scopes[d.var], 0)
         # aggregate conditions (compiled kernel): the column aggregated, the other side
         self.agg_columns = [None if a.column is None else scope.column(a.column)
                             for a in plan.agg_checks]
-        self.agg_others = [self._rewrite(a.other, scope, 0) for a in plan.agg_checks]
-        self.agg_extras = [None if a.extra is None else self._rewrite(a.extra, scope, 0)
-                           for a in plan.agg_checks]
+        owner = [scopes[q.variables[a.owner]] for a in plan.agg_checks]
+        self.agg_others = [self._rewrite(a.other, sc, 0)
+                           for a, sc in zip(plan.agg_checks, owner, strict=True)]
+        self.agg_extras = [None if a.extra is None else self._rewrite(a.extra, sc, 0)
+                           for a, sc in zip(plan.agg_checks, owner, strict=True)]
         within = q.match.within
         self.window_column = bound.order_cols[0] if within is not None else None
         self.needed = list(dict.fromkeys(
@@ -132,7 +135,11 @@ class _FastBound:
                     mscope.column(me.column) if me.column is not None else None)
 
     def _rewrite(self, e: ast.Expr, scope: Scope, shift: int) -> ast.Expr:
-        """``e`` with PREV/NEXT replaced by references to shifted helper columns."""
+        """``e`` with PREV/NEXT replaced by references to shifted helper columns, and
+        CLASSIFIER() (the current row's) by the name of the variable defined."""
+        if (isinstance(e, ast.Call) and e.name == "CLASSIFIER" and not e.args
+                and shift == 0 and scope.define_var is not None):
+            return ast.Literal(scope.define_var, e.pos)
         if isinstance(e, ast.Call) and e.name in ("PREV", "NEXT"):
             offset = int(e.args[1].value) if len(e.args) > 1 else 1  # type: ignore[attr-defined]
             step = -offset if e.name == "PREV" else offset

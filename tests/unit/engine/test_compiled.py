@@ -23,7 +23,9 @@ from cep_core import QueryError
 
 QUANT = ["", "", "", "+", "*", "?", "+?", "*?", "??", "{2}", "{1,3}", "{0,2}?", "{2,}"]
 CONDITIONS = ["v > PREV(v)", "v < PREV(v)", "v >= 2", "v <= NEXT(v)", "v = 0 OR v IS NULL",
-              "s = 'x'", "v BETWEEN 1 AND 3", "v % 2 = 0", "PREV(v, 2) < v"]
+              "s = 'x'", "v BETWEEN 1 AND 3", "v % 2 = 0", "PREV(v, 2) < v",
+              # the current row's CLASSIFIER() in DEFINE: the variable defined
+              "CLASSIFIER() = 'A' OR v > 2", "CLASSIFIER() <> 'B' AND v >= 1"]
 # Aggregates in DEFINE (RUNNING, the current row included): each thread carries them.
 AGG_CONDITIONS = ["SUM(A.v) <= 4", "v >= 1 AND AVG(v) > PREV(v)", "COUNT(B.*) < 3",
                   "MIN(A.v) >= 1", "MAX(v) <> 3", "v < 4 AND SUM(B.v) < 5",
