@@ -66,11 +66,12 @@ class AggCheck:
     over: frozenset[int] | None  # the variables aggregated over (None: every row)
     op: str  # = <> < <= > >=, the aggregate on the left
     other: ast.Expr
-    #: the left side is ``sign * value + extra_sign * extra`` (``A.x + 2``, ``5 - SUM(x)``;
-    #: ``extra`` row-local, None: the value alone)
+    #: the left side is ``sign * (value * factor) + extra_sign * extra`` (``A.x + 2``,
+    #: ``5 - SUM(x)``, ``1.1 * A.x``; ``factor`` and ``extra`` row-local, None: absent)
     sign: int = 1
     extra: ast.Expr | None = None
     extra_sign: int = 1
+    factor: ast.Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -219,8 +220,8 @@ def _agg_check(c: ast.Expr, owner: int, q: CompiledQuery) -> AggCheck | None:
     (``value op row-local`` or the mirror image), else None. The value is an aggregate
     (COUNT/SUM/AVG/MIN/MAX of one column, COUNT(*), no DISTINCT, FILTER or FINAL) or
     logical navigation to a row of the match so far: ``FIRST(col)``, ``LAST(col)`` or
-    another variable's ``V.col`` (its last row, RUNNING); it may be added to or
-    subtracted from a row-local expression (``A.x + 2``)."""
+    another variable's ``V.col`` (its last row, RUNNING); it may be multiplied by and
+    added to or subtracted from row-local expressions (``1.1 * A.x - 2``)."""
     if not (isinstance(c, ast.Binary) and c.op in _FLIP):
         return None
     op = "<>" if c.op == "!=" else c.op
@@ -231,29 +232,45 @@ def _agg_check(c: ast.Expr, owner: int, q: CompiledQuery) -> AggCheck | None:
         side, other, op = _value_side(c.right, owner_name), c.left, _FLIP[op]
     if side is None or _reads_running(other, owner_name):
         return None
-    agg, sign, extra, extra_sign = side
-    if _define_problem(other, owner_name) is not None or (
-            extra is not None and _define_problem(extra, owner_name) is not None):
+    agg, factor, sign, extra, extra_sign = side
+    if any(x is not None and _define_problem(x, owner_name) is not None
+           for x in (other, extra, factor)):
         return None
     check = _value_check(agg, owner, op, other, q)
-    if check is None or extra is None and sign == 1:
+    if check is None or extra is None and factor is None and sign == 1:
         return check
-    return replace(check, sign=sign, extra=extra, extra_sign=extra_sign)
+    return replace(check, sign=sign, extra=extra, extra_sign=extra_sign, factor=factor)
 
 
-def _value_side(e: ast.Expr, owner: str) -> tuple[ast.Expr, int, ast.Expr | None, int] | None:
-    """``e`` as ``sign * value + extra_sign * extra`` with a running value (see
-    :func:`_agg_check`) and a row-local ``extra`` (+ or - only: float64 adds as Python
-    does), else None."""
-    if _running_value(e, owner):
-        return e, 1, None, 1
+def _value_side(e: ast.Expr, owner: str
+                ) -> tuple[ast.Expr, ast.Expr | None, int, ast.Expr | None, int] | None:
+    """``e`` as ``sign * (value * factor) + extra_sign * extra`` with a running value (see
+    :func:`_agg_check`) and row-local ``factor`` and ``extra`` (float64 multiplies, adds
+    and subtracts as Python does), else None: (value, factor, sign, extra, extra_sign)."""
+    scaled = _scaled_value(e, owner)
+    if scaled is not None:
+        return scaled[0], scaled[1], 1, None, 1
     if isinstance(e, ast.Binary) and e.op in ("+", "-"):
         left, right = e.left, e.right
         minus = -1 if e.op == "-" else 1
-        if _running_value(left, owner) and not _reads_running(right, owner):
-            return left, 1, right, minus
-        if _running_value(right, owner) and not _reads_running(left, owner):
-            return right, minus, left, 1
+        scaled = _scaled_value(left, owner)
+        if scaled is not None and not _reads_running(right, owner):
+            return scaled[0], scaled[1], 1, right, minus
+        scaled = _scaled_value(right, owner)
+        if scaled is not None and not _reads_running(left, owner):
+            return scaled[0], scaled[1], minus, left, 1
+    return None
+
+
+def _scaled_value(e: ast.Expr, owner: str) -> tuple[ast.Expr, ast.Expr | None] | None:
+    """``e`` as ``value`` or ``value * factor`` (either order), factor row-local."""
+    if _running_value(e, owner):
+        return e, None
+    if isinstance(e, ast.Binary) and e.op == "*":
+        if _running_value(e.left, owner) and not _reads_running(e.right, owner):
+            return e.left, e.right
+        if _running_value(e.right, owner) and not _reads_running(e.left, owner):
+            return e.right, e.left
     return None
 
 

@@ -120,6 +120,8 @@ class _FastBound:
                            for a, sc in zip(plan.agg_checks, owner, strict=True)]
         self.agg_extras = [None if a.extra is None else self._rewrite(a.extra, sc, 0)
                            for a, sc in zip(plan.agg_checks, owner, strict=True)]
+        self.agg_factors = [None if a.factor is None else self._rewrite(a.factor, sc, 0)
+                            for a, sc in zip(plan.agg_checks, owner, strict=True)]
         within = q.match.within
         self.window_column = bound.order_cols[0] if within is not None else None
         self.needed = list(dict.fromkeys(
@@ -412,20 +414,36 @@ class _FastBound:
         rhs = np.zeros((k, n), dtype=np.float64)
         rhs_ok = np.ones((k, n), dtype=bool)
         extra = np.zeros((k, n), dtype=np.float64)
+        factor = np.ones((k, n), dtype=np.float64)
         n_vars = len(self.plan.q.variables)
-        for i, (name, other, added, check) in enumerate(zip(
-                self.agg_columns, self.agg_others, self.agg_extras, checks, strict=True)):
+        for i, (name, other, added, scale, check) in enumerate(zip(
+                self.agg_columns, self.agg_others, self.agg_extras, self.agg_factors, checks,
+                strict=True)):
             # integers must stay exact in float64 (with an addend: half the range, so
             # the sum does too); sums must, navigation only reads single values
             exact = _EXACT if added is None else _EXACT // 2
+            biggest = float(n)  # COUNT
+            whole = check.func == "COUNT"  # the value is an integer (Python: int)
             if name is not None:
                 values, null = column(name)
-                size = np.max if check.func in ("FIRST", "LAST") else np.sum
-                if values.dtype.kind in "iu" and len(values) and (
-                        float(size(np.abs(values.astype(np.float64)))) >= exact):
+                size = np.max if check.func in ("FIRST", "LAST", "MIN", "MAX") else np.sum
+                largest = float(size(np.abs(values.astype(np.float64)))) if len(values) else 0
+                if values.dtype.kind in "iu" and largest >= exact:
                     raise _NotSimple
+                if check.func != "COUNT":
+                    biggest = largest
+                    whole = values.dtype.kind in "iu" and check.func != "AVG"
                 val[i] = values
                 ok[i] = ~null
+            if scale is not None:
+                f, f_null = _row_numbers(scale, column, n, exact)
+                # int * int is exact in Python: in float64 while the product stays below
+                # the bound (a float on either side: IEEE, as Python multiplies)
+                if whole and n and f.dtype.kind in "iu" and (
+                        biggest * float(np.abs(f).max()) >= exact):
+                    raise _NotSimple
+                factor[i] = f
+                rhs_ok[i] &= ~f_null
             y, y_null = _row_numbers(other, column, n, exact)
             rhs[i] = y
             rhs_ok[i] = ~y_null
@@ -439,7 +457,8 @@ class _FastBound:
                 np.asarray([kernel.AGG_FUNCS[c.func] for c in checks], dtype=np.int64),
                 np.asarray([c.owner for c in checks], dtype=np.int64),
                 np.asarray([kernel.AGG_OPS.index(c.op) for c in checks], dtype=np.int64),
-                rhs, rhs_ok, np.asarray([c.sign for c in checks], dtype=np.float64), extra)
+                rhs, rhs_ok, np.asarray([c.sign for c in checks], dtype=np.float64), extra,
+                factor)
 
     def _column_reader(self, work: dict[str, pd.Series], n: int, starts_of: np.ndarray,
                        part_of_row: np.ndarray) -> Any:
@@ -837,15 +856,14 @@ def _np_number(e: ast.Expr, column: Any) -> NpValue:
 
 def _row_numbers(e: ast.Expr, column: Any, n: int, exact: int) -> tuple[np.ndarray,
                                                                         np.ndarray]:
-    """A row-local numeric expression per row as float64 and its NULL mask; _NotSimple
-    unless numeric with integers below ``exact`` in magnitude."""
+    """A row-local numeric expression per row (numpy numbers) and its NULL mask;
+    _NotSimple unless numeric with integers below ``exact`` in magnitude."""
     y, y_null = _np_number(e, column)
     y = np.broadcast_to(np.asarray(y), (n,))
     if y.dtype.kind not in "iuf" or (
             y.dtype.kind in "iu" and n and int(np.abs(y).max()) >= exact):
         raise _NotSimple
-    return (y.astype(np.float64),
-            np.broadcast_to(np.asarray(y_null, dtype=bool), (n,)))
+    return y, np.broadcast_to(np.asarray(y_null, dtype=bool), (n,))
 
 
 def _fits_int64(x: Any, y: Any, op: str) -> bool:

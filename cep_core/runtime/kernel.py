@@ -134,7 +134,7 @@ def _aggregates_hold(v: int, pos: int, acc: np.ndarray, cnt: np.ndarray, out_acc
     cnt``: the aggregates with it (into ``out_acc, out_cnt``) and whether every aggregate
     condition of ``v``'s DEFINE is TRUE (RUNNING semantics: the row is included)."""
     (agg_val, agg_ok, agg_over, agg_func, agg_owner, agg_op, agg_rhs, agg_rhs_ok, agg_sign,
-     agg_extra) = aggs
+     agg_extra, agg_factor) = aggs
     ok = True
     for k in range(len(agg_func)):
         a = acc[k]
@@ -171,8 +171,9 @@ def _aggregates_hold(v: int, pos: int, acc: np.ndarray, cnt: np.ndarray, out_acc
             value = a / n
         else:
             value = a
-        # sign * value + extra (the addend's sign applied already; + 0.0 changes nothing)
-        value = agg_sign[k] * value + agg_extra[k, pos]
+        # sign * (value * factor) + extra (the addend's sign applied already; * 1.0 and
+        # + 0.0 change nothing)
+        value = agg_sign[k] * (value * agg_factor[k, pos]) + agg_extra[k, pos]
         y = agg_rhs[k, pos]
         op = agg_op[k]
         if op == 0:
@@ -223,8 +224,8 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     docstring), the column per row and whether it is non-NULL, the variables aggregated
     over (bit mask), the function, the variable whose DEFINE has the condition, the
     comparison and its right-hand side per row and whether that is non-NULL (and that of
-    the addend), the sign of the value and the addend per row (the left side is ``sign *
-    value + addend``). If a step
+    the addend and factor), the sign of the value, the addend and the factor per row (the
+    left side is ``sign * (value * factor) + addend``). If a step
     needs more than ``max_threads`` threads, matching stops and the bad record index is -2
     (the caller runs the general matcher)."""
     n_states = len(state_var)

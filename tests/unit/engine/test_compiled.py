@@ -37,7 +37,10 @@ AGG_CONDITIONS = ["SUM(A.v) <= 4", "v >= 1 AND AVG(v) > PREV(v)", "COUNT(B.*) < 
                   "C.v = v",
                   # ... added to or subtracted from a row-local expression
                   "v >= FIRST(A.v) + 2", "B.v - 1 < v", "5 - SUM(v) > PREV(v)",
-                  "v + LAST(B.v) <= 4", "2 - A.v < v AND v > 0"]
+                  "v + LAST(B.v) <= 4", "2 - A.v < v AND v > 0",
+                  # ... multiplied by one (``1.1 * A.price``)
+                  "v > A.v * 1.5", "2 * FIRST(v) - 1 >= v", "v <= LAST(A.v) * v + 1",
+                  "COUNT(v) * 0.5 < v"]
 MEASURES = ["FIRST(A.v) AS fa", "LAST(B.ts, 1) AS lb", "COUNT(*) AS n", "COUNT(A.*) AS na",
             "MATCH_NUMBER() AS mn", "CLASSIFIER() AS cl", "SUM(v) AS total",
             "LAST(C.s) AS lcs", "FINAL LAST(CLASSIFIER()) AS lc"]
@@ -168,6 +171,7 @@ def test_selection_strategies_run_compiled(tail: str, expected: str) -> None:
     "B AS v < PREV(v) AND FIRST(A.v) <= v + 3, C AS v > LAST(B.v)",
     "B AS v >= FIRST(v), C AS C.v < A.v",
     "B AS B.v > A.v + 2",  # test_cep_semantics' example: with an addend
+    "B AS v > 1.1 * A.v - 1, C AS v < LAST(B.v) * 2",  # ... and a factor
 ])
 @pytest.mark.parametrize("dtype", ["float64", "Int64"])
 def test_navigation_in_define_runs_compiled(define: str, dtype: str) -> None:

@@ -162,7 +162,7 @@ def test_measure_and_key_dtypes(dtype: str) -> None:
 
 
 @pytest.mark.parametrize("text, reason", [
-    ("PATTERN (A B+) DEFINE B AS v > A.v * 2", "reads variable A"),
+    ("PATTERN (A B+) DEFINE B AS v > A.v / 2", "reads variable A"),
     ("PATTERN (A B+) DEFINE B AS v > FIRST(B.v, 1)", "FIRST"),
     ("PATTERN (A B+) DEFINE B AS SUM(B.v * 2) < 10", "SUM"),
     ("PATTERN (A B+) DEFINE B AS SUM(B.v) < 10 OR v > 3", "SUM"),
