@@ -1,8 +1,9 @@
 """The fast path's planner: whether a query can run on the vectorised fast path
 (:mod:`cep_core.runtime.fast`), and its plan, decided from the query alone (no rows).
 
-A query is eligible when its DEFINE conditions read only the current row, or the current
-row's physical neighbours through ``PREV``/``NEXT`` with constant offsets, and its pattern
+A query is eligible when its DEFINE conditions read only the current row (its
+``CLASSIFIER()`` is the variable defined), or the current row's physical neighbours
+through ``PREV``/``NEXT`` with constant offsets, and its pattern
 is a concatenation of *items*, each a single variable with any quantifier (``A``, ``B+``,
 ``C*?``, ``D{2,5}``, ...). The plan holds those items and, when every measure is made of
 column references, ``FIRST``/``LAST`` with constant offsets, ``COUNT(*)``,
@@ -15,20 +16,22 @@ does; EMIT TIMEOUTS is not), and so is ALL ROWS PER MATCH (SHOW or OMIT EMPTY MA
 matching is vectorised, the per-row RUNNING measures and the output use the general
 path's code). Other patterns, SKIP TILL NEXT/ANY MATCH and ALL ROWS PER MATCH WITH
 UNMATCHED ROWS run on the compiled automaton, and so do DEFINEs that are an AND of
-row-local conditions and aggregate conditions ``AGG(column) op row-local`` (:class:`AggCheck`,
-checked per thread by the kernel). Consumption modes, EMIT TIMEOUTS, negation, navigation
-to other variables, FIRST/LAST/CLASSIFIER/MATCH_NUMBER and other aggregates in DEFINE run
-on the general matcher (:mod:`cep_core.runtime.matcher`).
+row-local conditions and conditions on a running value ``value op row-local``
+(:class:`AggCheck`, checked per thread by the kernel), the value an aggregate
+``AGG(column)`` or navigation ``V.column`` (another variable), ``FIRST(column)``,
+``LAST(column)``. Consumption modes, EMIT TIMEOUTS, negation, other navigation and
+aggregates, CLASSIFIER and MATCH_NUMBER in DEFINE run on the general matcher
+(:mod:`cep_core.runtime.matcher`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..language import ast
 from ..language.printer import to_sql
-from .expressions import children, walk
+from .expressions import children, conjuncts, walk
 from .functions import SCALAR_FUNCTIONS
 from .nfa import Automaton, TooLarge, build
 
@@ -58,11 +61,17 @@ class AggCheck:
     included), ``other`` reading only the current row (and PREV/NEXT of it)."""
 
     owner: int  # the variable whose DEFINE has it
-    func: str  # COUNT, SUM, AVG, MIN, MAX
+    func: str  # COUNT, SUM, AVG, MIN, MAX; FIRST, LAST (navigation)
     column: ast.Column | None  # None: COUNT(*) / COUNT(V.*)
     over: frozenset[int] | None  # the variables aggregated over (None: every row)
     op: str  # = <> < <= > >=, the aggregate on the left
     other: ast.Expr
+    #: the left side is ``sign * (value * factor) + extra_sign * extra`` (``A.x + 2``,
+    #: ``5 - SUM(x)``, ``1.1 * A.x``; ``factor`` and ``extra`` row-local, None: absent)
+    sign: int = 1
+    extra: ast.Expr | None = None
+    extra_sign: int = 1
+    factor: ast.Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -133,8 +142,11 @@ class FastPlan:
                      "ROWS"}.get(rows, "")
             if m.selection != "STRICT":
                 extra += f"; SKIP TILL {m.selection} MATCH"
-            if self.agg_checks:
+            funcs = {c.func for c in self.agg_checks}
+            if funcs - {"FIRST", "LAST"}:
                 extra += "; aggregates in DEFINE"
+            if funcs & {"FIRST", "LAST"}:
+                extra += "; navigation in DEFINE"
             return f"compiled: automaton{window}{extra}"
         parts = []
         for it in self.items:
@@ -200,33 +212,81 @@ def _ineligible(q: CompiledQuery) -> str | None:
     return None
 
 
-def conjuncts(e: ast.Expr) -> list[ast.Expr]:
-    """``e`` split at its top-level ANDs (TRUE iff every part is TRUE)."""
-    if isinstance(e, ast.Binary) and e.op == "AND":
-        return [*conjuncts(e.left), *conjuncts(e.right)]
-    return [e]
-
-
 _FLIP = {"=": "=", "<>": "<>", "!=": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
 def _agg_check(c: ast.Expr, owner: int, q: CompiledQuery) -> AggCheck | None:
-    """``c`` as an aggregate condition the kernel evaluates (``AGG(column) op row-local``
-    or the mirror image; COUNT/SUM/AVG/MIN/MAX of one column, COUNT(*), no DISTINCT,
-    FILTER or FINAL), else None."""
+    """``c`` as a condition on a running value the kernel evaluates per thread
+    (``value op row-local`` or the mirror image), else None. The value is an aggregate
+    (COUNT/SUM/AVG/MIN/MAX of one column, COUNT(*), no DISTINCT, FILTER or FINAL) or
+    logical navigation to a row of the match so far: ``FIRST(col)``, ``LAST(col)`` or
+    another variable's ``V.col`` (its last row, RUNNING); it may be multiplied by and
+    added to or subtracted from row-local expressions (``1.1 * A.x - 2``)."""
     if not (isinstance(c, ast.Binary) and c.op in _FLIP):
         return None
     op = "<>" if c.op == "!=" else c.op
-    agg, other = c.left, c.right
-    if not _is_aggregate(agg):
-        agg, other, op = c.right, c.left, _FLIP[op]
-    if not _is_aggregate(agg) or _is_aggregate(other):
+    owner_name = q.variables[owner]
+    side = _value_side(c.left, owner_name)
+    other = c.right
+    if side is None:
+        side, other, op = _value_side(c.right, owner_name), c.left, _FLIP[op]
+    if side is None or _reads_running(other, owner_name):
         return None
-    assert isinstance(agg, ast.Call)
-    if _define_problem(other, q.variables[owner]) is not None:
+    agg, factor, sign, extra, extra_sign = side
+    if any(x is not None and _define_problem(x, owner_name) is not None
+           for x in (other, extra, factor)):
         return None
-    arg = agg.args[0]
+    check = _value_check(agg, owner, op, other, q)
+    if check is None or extra is None and factor is None and sign == 1:
+        return check
+    return replace(check, sign=sign, extra=extra, extra_sign=extra_sign, factor=factor)
+
+
+def _value_side(e: ast.Expr, owner: str
+                ) -> tuple[ast.Expr, ast.Expr | None, int, ast.Expr | None, int] | None:
+    """``e`` as ``sign * (value * factor) + extra_sign * extra`` with a running value (see
+    :func:`_agg_check`) and row-local ``factor`` and ``extra`` (float64 multiplies, adds
+    and subtracts as Python does), else None: (value, factor, sign, extra, extra_sign)."""
+    scaled = _scaled_value(e, owner)
+    if scaled is not None:
+        return scaled[0], scaled[1], 1, None, 1
+    if isinstance(e, ast.Binary) and e.op in ("+", "-"):
+        left, right = e.left, e.right
+        minus = -1 if e.op == "-" else 1
+        scaled = _scaled_value(left, owner)
+        if scaled is not None and not _reads_running(right, owner):
+            return scaled[0], scaled[1], 1, right, minus
+        scaled = _scaled_value(right, owner)
+        if scaled is not None and not _reads_running(left, owner):
+            return scaled[0], scaled[1], minus, left, 1
+    return None
+
+
+def _scaled_value(e: ast.Expr, owner: str) -> tuple[ast.Expr, ast.Expr | None] | None:
+    """``e`` as ``value`` or ``value * factor`` (either order), factor row-local."""
+    if _running_value(e, owner):
+        return e, None
+    if isinstance(e, ast.Binary) and e.op == "*":
+        if _running_value(e.left, owner) and not _reads_running(e.right, owner):
+            return e.left, e.right
+        if _running_value(e.right, owner) and not _reads_running(e.left, owner):
+            return e.right, e.left
+    return None
+
+
+def _reads_running(e: ast.Expr, owner: str) -> bool:
+    return any(_running_value(node, owner) for node in walk(e))
+
+
+def _value_check(agg: ast.Expr, owner: int, op: str, other: ast.Expr,
+                 q: CompiledQuery) -> AggCheck | None:
     sets = q._sets
+    if isinstance(agg, ast.Column):  # V.col of another variable: LAST(V.col)
+        if agg.var not in sets:
+            return None
+        return AggCheck(owner, "LAST", agg, sets[agg.var], op, other)
+    assert isinstance(agg, ast.Call)
+    arg = agg.args[0]
     if isinstance(arg, ast.Star):
         if agg.name != "COUNT" or (arg.var is not None and arg.var not in sets):
             return None
@@ -236,10 +296,16 @@ def _agg_check(c: ast.Expr, owner: int, q: CompiledQuery) -> AggCheck | None:
     return AggCheck(owner, agg.name, arg, sets[arg.var] if arg.var else None, op, other)
 
 
-def _is_aggregate(e: ast.Expr) -> bool:
-    return (isinstance(e, ast.Call) and e.name in ("COUNT", "SUM", "AVG", "MIN", "MAX")
+def _running_value(e: ast.Expr, owner: str) -> bool:
+    """``e`` is a value the kernel keeps per thread (see :func:`_agg_check`)."""
+    if isinstance(e, ast.Column):
+        return e.var is not None and e.var != owner
+    return (isinstance(e, ast.Call) and e.name in _RUNNING_FUNCS
             and len(e.args) == 1 and not e.distinct and e.filter is None
             and e.semantics in (None, "RUNNING"))
+
+
+_RUNNING_FUNCS = ("COUNT", "SUM", "AVG", "MIN", "MAX", "FIRST", "LAST")
 
 
 def _has_aggregates(q: CompiledQuery) -> bool:
@@ -292,6 +358,8 @@ def _define_problem(cond: ast.Expr, var: str) -> str | None:
                         return f"{node.name} of variable {inner.var}"
                     if isinstance(inner, ast.Star):
                         return "COUNT(*)-style reference"
+            elif node.name == "CLASSIFIER" and not node.args:
+                continue  # the current row's: the variable defined (a constant here)
             elif node.name not in SCALAR_FUNCTIONS:
                 return f"uses {node.name}"
     return None

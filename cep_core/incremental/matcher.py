@@ -45,7 +45,7 @@ import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
 from ..api import Bound as _Bound
 from ..api import CompiledQuery, compile_query
-from ..compile.expressions import walk
+from ..compile.expressions import children, walk
 from ..compile.state import MatchState
 from ..compile.values import column_values, to_python
 from ..errors import QueryError, query_errors
@@ -110,6 +110,53 @@ def lookback(compiled: CompiledQuery) -> int:
     return reach
 
 
+def reads_ahead(m: ast.MatchRecognize) -> bool:
+    """Whether a DEFINE or measure uses NEXT (reads rows that may not have arrived)."""
+    return any(isinstance(node, ast.Call) and node.name == "NEXT"
+               for expr in [d.condition for d in m.defines] + [me.expr for me in m.measures]
+               for node in walk(expr))
+
+
+def lookahead(m: ast.MatchRecognize) -> int | None:
+    """How many rows after the current row (DEFINE) or a match's last row (MEASURES)
+    ``NEXT`` can reach (nested navigation adds up); None if an offset is not a constant."""
+
+    def reach(e: ast.Expr) -> int | None:
+        inner = 0
+        for child in children(e):
+            r = reach(child)
+            if r is None:
+                return None
+            inner = max(inner, r)
+        if isinstance(e, ast.Call) and e.name == "NEXT":
+            offset = e.args[1] if len(e.args) > 1 else ast.Literal(1)
+            if not (isinstance(offset, ast.Literal) and type(offset.value) is int):
+                return None
+            return max(int(offset.value), 0) + inner
+        return inner
+
+    out = 0
+    for expr in [d.condition for d in m.defines] + [me.expr for me in m.measures]:
+        r = reach(expr)
+        if r is None:
+            return None
+        out = max(out, r)
+    return out
+
+
+def incremental_route(compiled: CompiledQuery) -> str | None:
+    """Why :class:`IncrementalMatcher` runs ``compiled`` on the general matcher (None: on
+    the compiled kernel, as the batch engine does; with NEXT, each open partition's last
+    :func:`lookahead` rows wait for the rows after them)."""
+    if compiled._fast is None:
+        return compiled.plan
+    if compiled.match.consumption is not None:
+        return "general: CONSUMPTION"
+    if lookahead(compiled.match) is None:
+        return "general: NEXT with an offset that is not a constant (incremental)"
+    return None
+
+
 class IncrementalMatcher:
     """Match a query over a stream of batches: ``feed``/``flush`` return Match objects,
     ``feed_table``/``flush_table`` the query's output rows (as ``run`` gives them).
@@ -160,10 +207,8 @@ class IncrementalMatcher:
         self._lookback = lookback(self.compiled)
         m = self.compiled.match
         # Only NEXT can read rows that have not arrived yet (CONSUMPTION undoes such rows).
-        self._reads_ahead = any(
-            isinstance(node, ast.Call) and node.name == "NEXT"
-            for expr in [d.condition for d in m.defines] + [me.expr for me in m.measures]
-            for node in walk(expr))
+        self._reads_ahead = reads_ahead(m)
+        self._lookahead = lookahead(m) or 0
 
     # ------------------------------------------------------------------ public
     def feed(self, batch: pd.DataFrame) -> list[Match]:
@@ -525,7 +570,7 @@ class IncrementalMatcher:
         batch engine would use it too, without CONSUMPTION and NEXT (which reads rows that
         have not arrived)."""
         runner = self.compiled._fast
-        if runner is None or self.compiled.match.consumption is not None or self._reads_ahead:
+        if runner is None or incremental_route(self.compiled) is not None:
             return None
         found = runner.kernel_for(bound)
         if found is None:
@@ -534,7 +579,7 @@ class IncrementalMatcher:
         inputs = fb.kernel_inputs(work, len(work), bounds)
         if inputs is None:
             return None
-        return fb, automaton, *inputs
+        return fb, automaton, *inputs, self._lookahead
 
     def _advance_kernels(self, bound: _Bound, kernel: tuple[Any, ...], open_: bool,
                          st: MatchState, work: pd.DataFrame, bounds: list[int],
@@ -547,9 +592,10 @@ class IncrementalMatcher:
         are emitted, with vectorisable measures computed over all of them at once
         (:func:`cep_core.runtime.fast.match_measure_values`). Returns the next start of
         each partition, or None if the kernel gave up (too many threads with aggregates in
-        DEFINE; nothing was emitted). (Without NEXT, which the kernel path excludes, no
-        measure reads a row that has not arrived: a match the kernel found never waits.)"""
-        fb, automaton, bits, horizon, aggs = kernel
+        DEFINE; nothing was emitted). With NEXT (reaching ``ahead`` rows), the kernel does
+        not match the last ``ahead`` rows of an open partition: a match it finds and its
+        measures read only rows that have arrived, so it never waits."""
+        fb, automaton, bits, horizon, aggs, ahead = kernel
         unmatched = self.compiled.match.rows_per_match == "ALL UNMATCHED"
         first = list(bounds[1:])
         covered = list(first)
@@ -566,7 +612,7 @@ class IncrementalMatcher:
         o_start, o_end, o_num, o_unm, o_lab, bad, stops = run_kernel(
             automaton, bits, bounds, horizon, bound.skip, unmatched, first=first,
             covered=covered, begin=begin, open_=open_, selection=self.compiled.match.selection,
-            aggs=aggs)
+            aggs=aggs, ahead=ahead)
         if bad == TOO_MANY_THREADS:
             return None  # nothing emitted yet: the general matcher runs this feed
         part_of = np.searchsorted(np.asarray(bounds[1:], dtype=np.int64), o_start,

@@ -106,15 +106,22 @@ class _FastBound:
         self.shifts: dict[str, tuple[str, int]] = {}  # helper column -> (column, shift)
         self.conditions: list[ast.Expr | None] = [None] * len(q.variables)
         index = {n: i for i, n in enumerate(q.variables)}
+        scopes = {v: Scope(bound.columns, q._sets, "DEFINE", v) for v in q.variables}
         scope = Scope(bound.columns, q._sets, "DEFINE")
         for d in q.match.defines:
             cond = plan.local[d.var]
             self.conditions[index[d.var]] = None if cond is None else self._rewrite(
-                cond, scope, 0)
+                cond, scopes[d.var], 0)
         # aggregate conditions (compiled kernel): the column aggregated, the other side
         self.agg_columns = [None if a.column is None else scope.column(a.column)
                             for a in plan.agg_checks]
-        self.agg_others = [self._rewrite(a.other, scope, 0) for a in plan.agg_checks]
+        owner = [scopes[q.variables[a.owner]] for a in plan.agg_checks]
+        self.agg_others = [self._rewrite(a.other, sc, 0)
+                           for a, sc in zip(plan.agg_checks, owner, strict=True)]
+        self.agg_extras = [None if a.extra is None else self._rewrite(a.extra, sc, 0)
+                           for a, sc in zip(plan.agg_checks, owner, strict=True)]
+        self.agg_factors = [None if a.factor is None else self._rewrite(a.factor, sc, 0)
+                            for a, sc in zip(plan.agg_checks, owner, strict=True)]
         within = q.match.within
         self.window_column = bound.order_cols[0] if within is not None else None
         self.needed = list(dict.fromkeys(
@@ -130,7 +137,11 @@ class _FastBound:
                     mscope.column(me.column) if me.column is not None else None)
 
     def _rewrite(self, e: ast.Expr, scope: Scope, shift: int) -> ast.Expr:
-        """``e`` with PREV/NEXT replaced by references to shifted helper columns."""
+        """``e`` with PREV/NEXT replaced by references to shifted helper columns, and
+        CLASSIFIER() (the current row's) by the name of the variable defined."""
+        if (isinstance(e, ast.Call) and e.name == "CLASSIFIER" and not e.args
+                and shift == 0 and scope.define_var is not None):
+            return ast.Literal(scope.define_var, e.pos)
         if isinstance(e, ast.Call) and e.name in ("PREV", "NEXT"):
             offset = int(e.args[1].value) if len(e.args) > 1 else 1  # type: ignore[attr-defined]
             step = -offset if e.name == "PREV" else offset
@@ -402,31 +413,52 @@ class _FastBound:
         ok = np.ones((k, n), dtype=bool)
         rhs = np.zeros((k, n), dtype=np.float64)
         rhs_ok = np.ones((k, n), dtype=bool)
+        extra = np.zeros((k, n), dtype=np.float64)
+        factor = np.ones((k, n), dtype=np.float64)
         n_vars = len(self.plan.q.variables)
-        for i, (name, other) in enumerate(zip(self.agg_columns,
-                                              self.agg_others, strict=True)):
+        for i, (name, other, added, scale, check) in enumerate(zip(
+                self.agg_columns, self.agg_others, self.agg_extras, self.agg_factors, checks,
+                strict=True)):
+            # integers must stay exact in float64 (with an addend: half the range, so
+            # the sum does too); sums must, navigation only reads single values
+            exact = _EXACT if added is None else _EXACT // 2
+            biggest = float(n)  # COUNT
+            whole = check.func == "COUNT"  # the value is an integer (Python: int)
             if name is not None:
                 values, null = column(name)
-                if values.dtype.kind in "iu" and len(values) and (
-                        float(np.abs(values.astype(np.float64)).sum()) >= _EXACT):
+                size = np.max if check.func in ("FIRST", "LAST", "MIN", "MAX") else np.sum
+                largest = float(size(np.abs(values.astype(np.float64)))) if len(values) else 0
+                if values.dtype.kind in "iu" and largest >= exact:
                     raise _NotSimple
+                if check.func != "COUNT":
+                    biggest = largest
+                    whole = values.dtype.kind in "iu" and check.func != "AVG"
                 val[i] = values
                 ok[i] = ~null
-            y, y_null = _np_number(other, column)
-            y = np.broadcast_to(np.asarray(y), (n,))
-            if y.dtype.kind in "iu" and n and int(np.abs(y).max()) >= _EXACT:
-                raise _NotSimple
-            if y.dtype.kind not in "iuf":
-                raise _NotSimple
+            if scale is not None:
+                f, f_null = _row_numbers(scale, column, n, exact)
+                # int * int is exact in Python: in float64 while the product stays below
+                # the bound (a float on either side: IEEE, as Python multiplies)
+                if whole and n and f.dtype.kind in "iu" and (
+                        biggest * float(np.abs(f).max()) >= exact):
+                    raise _NotSimple
+                factor[i] = f
+                rhs_ok[i] &= ~f_null
+            y, y_null = _row_numbers(other, column, n, exact)
             rhs[i] = y
-            rhs_ok[i] = ~np.broadcast_to(np.asarray(y_null, dtype=bool), (n,))
+            rhs_ok[i] = ~y_null
+            if added is not None:
+                x, x_null = _row_numbers(added, column, n, exact)
+                extra[i] = x if check.extra_sign == 1 else -x
+                rhs_ok[i] &= ~x_null  # a NULL addend: the comparison is NULL
         over = [sum(1 << v for v in (c.over if c.over is not None else range(n_vars)))
                 for c in checks]
         return (val, ok, np.asarray(over, dtype=np.uint64),
                 np.asarray([kernel.AGG_FUNCS[c.func] for c in checks], dtype=np.int64),
                 np.asarray([c.owner for c in checks], dtype=np.int64),
                 np.asarray([kernel.AGG_OPS.index(c.op) for c in checks], dtype=np.int64),
-                rhs, rhs_ok)
+                rhs, rhs_ok, np.asarray([c.sign for c in checks], dtype=np.float64), extra,
+                factor)
 
     def _column_reader(self, work: dict[str, pd.Series], n: int, starts_of: np.ndarray,
                        part_of_row: np.ndarray) -> Any:
@@ -732,28 +764,34 @@ NpValue = tuple[Any, Any]  # (values, NULL mask): arrays or scalars
 
 def _np_column(series: pd.Series, shift: int, rows: np.ndarray, part_lo: np.ndarray,
                part_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A numeric column (moved by ``shift`` rows within partitions) and its NULL mask."""
+    """A numeric column (moved by ``shift`` rows within partitions) and its NULL mask;
+    numpy numbers (NaN: NULL) or pandas' nullable integers (``Int64``, ...: NA)."""
     dt = series.dtype
-    if not isinstance(dt, np.dtype) or dt.kind not in "iuf":
+    if isinstance(dt, np.dtype) and dt.kind in "iuf":
+        a = series.to_numpy()
+        null = np.isnan(a) if dt.kind == "f" else np.zeros(len(a), dtype=bool)
+    elif (isinstance(dt, pd.api.extensions.ExtensionDtype)
+          and pd.api.types.is_integer_dtype(dt) and isinstance(
+              getattr(dt, "numpy_dtype", None), np.dtype)):
+        null = np.asarray(series.isna().to_numpy(), dtype=bool)
+        a = series.to_numpy(dtype=dt.numpy_dtype, na_value=0)
+    else:
         raise _NotSimple
-    a = series.to_numpy()
     n = len(a)
     if shift == 0:
-        moved = a
-        null = np.isnan(a) if dt.kind == "f" else np.zeros(n, dtype=bool)
-        return moved, null
+        return a, null
     moved = np.zeros_like(a)
+    moved_null = np.ones(n, dtype=bool)
     k = abs(shift)
     if k < n:
         if shift < 0:
             moved[k:] = a[:n - k]
+            moved_null[k:] = null[:n - k]
         else:
             moved[:n - k] = a[k:]
+            moved_null[:n - k] = null[k:]
     target = rows + shift
-    null = (target < part_lo) | (target >= part_hi)
-    if dt.kind == "f":
-        null |= np.isnan(moved)
-    return moved, null
+    return moved, moved_null | (target < part_lo) | (target >= part_hi)
 
 
 def _np_bool(e: ast.Expr, column: Any, strings: Any = None) -> NpValue:
@@ -809,11 +847,37 @@ def _np_number(e: ast.Expr, column: Any) -> NpValue:
     if isinstance(e, ast.Binary) and e.op in _NP_ARITH:
         x, xn = _np_number(e.left, column)
         y, yn = _np_number(e.right, column)
-        if not (_is_float(x) or _is_float(y)):
+        if not (_is_float(x) or _is_float(y)) and not _fits_int64(x, y, e.op):
             raise _NotSimple  # Python integers do not overflow; numpy's do
         _check_exact(x, y)
         return _NP_ARITH[e.op](x, y), xn | yn
     raise _NotSimple
+
+
+def _row_numbers(e: ast.Expr, column: Any, n: int, exact: int) -> tuple[np.ndarray,
+                                                                        np.ndarray]:
+    """A row-local numeric expression per row (numpy numbers) and its NULL mask;
+    _NotSimple unless numeric with integers below ``exact`` in magnitude."""
+    y, y_null = _np_number(e, column)
+    y = np.broadcast_to(np.asarray(y), (n,))
+    if y.dtype.kind not in "iuf" or (
+            y.dtype.kind in "iu" and n and int(np.abs(y).max()) >= exact):
+        raise _NotSimple
+    return y, np.broadcast_to(np.asarray(y_null, dtype=bool), (n,))
+
+
+def _fits_int64(x: Any, y: Any, op: str) -> bool:
+    """Integer arithmetic ``x op y`` cannot overflow int64 (numpy then computes what
+    Python's integers do)."""
+    def biggest(v: Any) -> int:
+        if isinstance(v, np.ndarray):
+            if v.dtype.kind != "i":  # (unsigned: numpy may promote to float)
+                return 2**64
+            return max(abs(int(v.max())), abs(int(v.min()))) if len(v) else 0
+        return abs(int(v))
+
+    bx, by = biggest(x), biggest(y)
+    return (bx * by if op == "*" else bx + by) < 2**63
 
 
 def _is_float(x: Any) -> bool:
@@ -1151,14 +1215,16 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
                skip: SkipPolicy, report_unmatched: bool, first: list[int] | None = None,
                covered: list[int] | None = None, begin: list[int] | None = None,
                open_: bool = False, selection: str = "STRICT",
-               aggs: tuple[np.ndarray, ...] | None = None) -> tuple[Any, ...]:
+               aggs: tuple[np.ndarray, ...] | None = None, ahead: int = 0) -> tuple[Any, ...]:
     """:func:`cep_core.runtime.kernel.run` over the partitions ``bounds`` (defaults: every
     partition from its first row, '^' there, closed); returns its results and the stop
     row per partition. Each match's labels cover its rows ``start..end-1``; under SKIP
     TILL ... MATCH (``selection``) rows it skipped have the label ``n_states``
     (:meth:`cep_core.compile.nfa.Automaton.label_var` -1). ``aggs``: the aggregate
     conditions (:meth:`_FastBound.kernel_inputs`); the bad record index is then
-    ``TOO_MANY_THREADS`` if the kernel gave up (the general matcher must run)."""
+    ``TOO_MANY_THREADS`` if the kernel gave up (the general matcher must run). ``ahead``
+    (with ``open_``): the rows at the end of each partition whose conditions read rows
+    that have not arrived (NEXT); no attempt uses them, the first one that would waits."""
     from . import kernel
 
     b = np.asarray(bounds if len(bounds) > 1 else [0, 0], dtype=np.int64)
@@ -1179,7 +1245,7 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
                      np.int64(mask_bits), report_unmatched, kernel.MEMO_LIMIT, arr(first),
                      arr(covered), arr(begin), open_, automaton.touches_end, stops,
                      None if selection == "STRICT" else kernel.SELECTIONS[selection], aggs,
-                     kernel.MAX_AGG_THREADS)
+                     kernel.MAX_AGG_THREADS, ahead if open_ else 0)
     return (*out, stops)
 
 

@@ -33,6 +33,10 @@ same future only if their aggregates are equal too: both are kept otherwise, so 
 of threads is no longer bounded by the states (past ``MAX_AGG_THREADS`` the caller falls
 back to the general matcher), and nothing is remembered across attempts.
 
+Navigation in DEFINE (``B AS x > A.x``, ``x >= FIRST(x)``: the value of a column at the
+first / last row of a variable so far) is carried the same way, as the aggregates FIRST
+and LAST (a NULL value is kept as NaN, which the fast path reads as NULL anyway).
+
 This module imports numba; it is only imported when a query runs on the kernel.
 """
 
@@ -47,9 +51,10 @@ PAST_LAST_ROW, TO_NEXT_ROW, TO_FIRST, TO_LAST = 0, 1, 2, 3
 STRICT, NEXT, ANY = 0, 1, 2
 SELECTIONS = {"STRICT": STRICT, "NEXT": NEXT, "ANY": ANY}
 # Aggregates in DEFINE as the kernel takes them; comparisons are in AGG_OPS' order.
-AGG_COUNT, AGG_SUM, AGG_AVG, AGG_MIN, AGG_MAX = 0, 1, 2, 3, 4
+# FIRST / LAST (navigation to the first / last row of the set so far, NULL values kept).
+AGG_COUNT, AGG_SUM, AGG_AVG, AGG_MIN, AGG_MAX, AGG_FIRST, AGG_LAST = 0, 1, 2, 3, 4, 5, 6
 AGG_FUNCS = {"COUNT": AGG_COUNT, "SUM": AGG_SUM, "AVG": AGG_AVG, "MIN": AGG_MIN,
-             "MAX": AGG_MAX}
+             "MAX": AGG_MAX, "FIRST": AGG_FIRST, "LAST": AGG_LAST}
 AGG_OPS = ("=", "<>", "<", "<=", ">", ">=")
 MAX_AGG_THREADS = 4096  # live threads per row with aggregates, else the general matcher
 MEMO_LIMIT = 1 << 24  # (rows + 1) x states of a partition for cross-attempt memoisation
@@ -94,7 +99,9 @@ def _has_twin(n_aggs: int, t: int, n_nxt: int, nxt_s: np.ndarray, nxt_acc: np.nd
             continue
         same = True
         for k in range(n_aggs):
-            if nxt_cnt[i, k] != cnt[k] or (cnt[k] > 0 and nxt_acc[i, k] != acc[k]):
+            a = nxt_acc[i, k]
+            if nxt_cnt[i, k] != cnt[k] or (cnt[k] > 0 and a != acc[k]
+                                           and (a == a or acc[k] == acc[k])):  # NaN: NULL
                 same = False
                 break
         if same:
@@ -126,14 +133,19 @@ def _aggregates_hold(v: int, pos: int, acc: np.ndarray, cnt: np.ndarray, out_acc
     """Row ``pos`` mapped to variable ``v`` after a path with running aggregates ``acc,
     cnt``: the aggregates with it (into ``out_acc, out_cnt``) and whether every aggregate
     condition of ``v``'s DEFINE is TRUE (RUNNING semantics: the row is included)."""
-    agg_val, agg_ok, agg_over, agg_func, agg_owner, agg_op, agg_rhs, agg_rhs_ok = aggs
+    (agg_val, agg_ok, agg_over, agg_func, agg_owner, agg_op, agg_rhs, agg_rhs_ok, agg_sign,
+     agg_extra, agg_factor) = aggs
     ok = True
     for k in range(len(agg_func)):
         a = acc[k]
         n = cnt[k]
-        if (agg_over[k] >> np.uint64(v)) & np.uint64(1) and agg_ok[k, pos]:
+        f = agg_func[k]
+        if f >= AGG_FIRST:
+            if (agg_over[k] >> np.uint64(v)) & np.uint64(1) and (n == 0 or f == AGG_LAST):
+                a = agg_val[k, pos] if agg_ok[k, pos] else np.nan  # NaN: a NULL value
+                n = 1
+        elif (agg_over[k] >> np.uint64(v)) & np.uint64(1) and agg_ok[k, pos]:
             x = agg_val[k, pos]
-            f = agg_func[k]
             if n == 0:
                 a = x
             elif f == AGG_SUM or f == AGG_AVG:
@@ -150,15 +162,18 @@ def _aggregates_hold(v: int, pos: int, acc: np.ndarray, cnt: np.ndarray, out_acc
         if not agg_rhs_ok[k, pos]:
             ok = False
             continue
-        if agg_func[k] == AGG_COUNT:
+        if f == AGG_COUNT:
             value = float(n)
-        elif n == 0:
+        elif n == 0 or (f >= AGG_FIRST and a != a):
             ok = False  # NULL
             continue
-        elif agg_func[k] == AGG_AVG:
+        elif f == AGG_AVG:
             value = a / n
         else:
             value = a
+        # sign * (value * factor) + extra (the addend's sign applied already; * 1.0 and
+        # + 0.0 change nothing)
+        value = agg_sign[k] * (value * agg_factor[k, pos]) + agg_extra[k, pos]
         y = agg_rhs[k, pos]
         op = agg_op[k]
         if op == 0:
@@ -182,7 +197,7 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
         skip_mask: np.int64, report_unmatched: bool, memo_limit: int,
         first: np.ndarray, covered_from: np.ndarray, begin: np.ndarray, open_: bool,
         touches_end: np.ndarray, stops: np.ndarray, selection: int | None,
-        aggs: tuple[np.ndarray, ...] | None, max_threads: int
+        aggs: tuple[np.ndarray, ...] | None, max_threads: int, ahead: int
         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                    int]:  # pragma: no cover - compiled
     """Matches of every partition ``bounds[j]..bounds[j+1]-1``, from its row ``first[j]``
@@ -197,7 +212,8 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     ``open_`` (incremental matching): more rows may follow each partition; the first
     attempt whose outcome depends on them (a thread still alive after the last row, or a
     '$' passed there) stops the partition, and ``stops[j]`` is set to its start row (else
-    to the end of the partition).
+    to the end of the partition). The last ``ahead`` rows of each partition (whose
+    conditions or measures read rows that may follow: NEXT) count as not arrived yet.
 
     ``selection`` (SKIP TILL NEXT / ANY MATCH, see the module docstring; None: STRICT, and
     numba compiles the kernel without that code): a matched row between two others may be
@@ -207,7 +223,9 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     code): per aggregate condition ``AGG(column) <op> rhs`` of a DEFINE (see the module
     docstring), the column per row and whether it is non-NULL, the variables aggregated
     over (bit mask), the function, the variable whose DEFINE has the condition, the
-    comparison and its right-hand side per row and whether that is non-NULL. If a step
+    comparison and its right-hand side per row and whether that is non-NULL (and that of
+    the addend and factor), the sign of the value, the addend and the factor per row (the
+    left side is ``sign * (value * factor) + addend``). If a step
     needs more than ``max_threads`` threads, matching stops and the bad record index is -2
     (the caller runs the general matcher)."""
     n_states = len(state_var)
@@ -249,7 +267,7 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
         var_bit[k] = np.uint64(1) << np.uint64(state_var[k])
     for j in range(len(bounds) - 1):
         lo = bounds[j]
-        hi = bounds[j + 1]
+        hi = max(lo, bounds[j + 1] - ahead)
         memo = (not has_window) and (hi - lo + 1) * n_states <= memo_limit
         if aggs is not None:
             memo = False
@@ -262,7 +280,7 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
         start = first[j]
         covered = covered_from[j]
         number = 0
-        stops[j] = hi
+        stops[j] = max(hi, first[j])  # (a start past hi: rows are still to come)
         at_begin = begin[j]
         while start < hi:
             # ---- one attempt from `start`
@@ -314,81 +332,67 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                                 holds = _aggregates_hold(state_var[s], pos, old_acc, old_cnt,
                                                          new_acc, new_cnt, aggs)
                         if not holds:
-                            if selection is not None and pos > start:
-                                # skip the row, keep waiting in s for a later one
+                            if selection is None or pos == start:
+                                continue  # (numba prunes the rest under STRICT)
+                        else:
+                            if n_nodes == len(node_parent):
+                                node_parent = _grow(node_parent, n_nodes + 1)
+                                node_state = _grow(node_state, n_nodes + 1)
+                            node_parent[n_nodes] = cur_n[c]
+                            node_state[n_nodes] = s
+                            if selection is not None:
+                                node_row = _grow(node_row, n_nodes + 1)
+                                node_row[n_nodes] = pos
+                            node = n_nodes
+                            n_nodes += 1
+                            i = (s + 1) * 4 + case
+                            if open_ and touches_end[i]:
+                                touched = True
+                            accepted = False
+                            for t_i in range(ptr[i], ptr[i + 1]):
+                                t = targets[t_i]
+                                if t == accept:
+                                    best_end = pos + 1
+                                    best_node = node
+                                    accepted = True
+                                    break
                                 if aggs is None:
-                                    if _enter(memo, marks, failed, stamp,
-                                              (pos + 1 - lo) * n_states + s, s, start, step):
-                                        nxt_s[n_nxt] = s
-                                        nxt_n[n_nxt] = cur_n[c]
-                                        n_nxt += 1
-                                elif not _has_twin(n_aggs, s, n_nxt, nxt_s, nxt_acc, nxt_cnt,
-                                                   old_acc, old_cnt):
+                                    if not _enter(memo, marks, failed, stamp,
+                                                  (pos + 1 - lo) * n_states + t, t, start, step):
+                                        continue
+                                else:
+                                    if _has_twin(n_aggs, t, n_nxt, nxt_s, nxt_acc, nxt_cnt,
+                                                 new_acc, new_cnt):
+                                        continue
                                     if n_nxt == cap:
-                                        return (o_start[:n_out], o_end[:n_out],
-                                                o_num[:n_out], o_unm[:n_out], o_lab[:n_lab],
-                                                -2)
-                                    nxt_s[n_nxt] = s
-                                    nxt_n[n_nxt] = cur_n[c]
-                                    _store(nxt_acc, nxt_cnt, n_nxt, old_acc, old_cnt)
-                                    n_nxt += 1
-                            continue
-                        if n_nodes == len(node_parent):
-                            node_parent = _grow(node_parent, n_nodes + 1)
-                            node_state = _grow(node_state, n_nodes + 1)
-                        node_parent[n_nodes] = cur_n[c]
-                        node_state[n_nodes] = s
-                        if selection is not None:
-                            node_row = _grow(node_row, n_nodes + 1)
-                            node_row[n_nodes] = pos
-                        node = n_nodes
-                        n_nodes += 1
-                        i = (s + 1) * 4 + case
-                        if open_ and touches_end[i]:
-                            touched = True
-                        accepted = False
-                        for t_i in range(ptr[i], ptr[i + 1]):
-                            t = targets[t_i]
-                            if t == accept:
-                                best_end = pos + 1
-                                best_node = node
-                                accepted = True
-                                break
-                            if aggs is None:
-                                if not _enter(memo, marks, failed, stamp,
-                                              (pos + 1 - lo) * n_states + t, t, start, step):
-                                    continue
-                            else:
-                                if _has_twin(n_aggs, t, n_nxt, nxt_s, nxt_acc, nxt_cnt,
-                                             new_acc, new_cnt):
-                                    continue
-                                if n_nxt == cap:
-                                    return (o_start[:n_out], o_end[:n_out], o_num[:n_out],
-                                            o_unm[:n_out], o_lab[:n_lab], -2)
-                                _store(nxt_acc, nxt_cnt, n_nxt, new_acc, new_cnt)
-                            nxt_s[n_nxt] = t
-                            nxt_n[n_nxt] = node
-                            n_nxt += 1
-                        if accepted:
-                            break  # less preferred threads are cut
-                        if selection is not None and selection == ANY and pos > start:
-                            # SKIP TILL ANY MATCH: a later row for s is the alternative,
-                            # less preferred than taking this one
-                            if aggs is None:
-                                if _enter(memo, marks, failed, stamp,
-                                          (pos + 1 - lo) * n_states + s, s, start, step):
-                                    nxt_s[n_nxt] = s
-                                    nxt_n[n_nxt] = cur_n[c]
-                                    n_nxt += 1
-                            elif not _has_twin(n_aggs, s, n_nxt, nxt_s, nxt_acc, nxt_cnt,
-                                               old_acc, old_cnt):
-                                if n_nxt == cap:
-                                    return (o_start[:n_out], o_end[:n_out], o_num[:n_out],
-                                            o_unm[:n_out], o_lab[:n_lab], -2)
+                                        return (o_start[:n_out], o_end[:n_out], o_num[:n_out],
+                                                o_unm[:n_out], o_lab[:n_lab], -2)
+                                    _store(nxt_acc, nxt_cnt, n_nxt, new_acc, new_cnt)
+                                nxt_s[n_nxt] = t
+                                nxt_n[n_nxt] = node
+                                n_nxt += 1
+                            if accepted:
+                                break  # less preferred threads are cut
+                            if selection is None or selection != ANY or pos == start:
+                                continue
+                        # SKIP TILL NEXT / ANY MATCH: wait in s for a later row (the row
+                        # fails; under ANY also when it holds, as the alternative less
+                        # preferred than taking it)
+                        if aggs is None:
+                            if _enter(memo, marks, failed, stamp,
+                                      (pos + 1 - lo) * n_states + s, s, start, step):
                                 nxt_s[n_nxt] = s
                                 nxt_n[n_nxt] = cur_n[c]
-                                _store(nxt_acc, nxt_cnt, n_nxt, old_acc, old_cnt)
                                 n_nxt += 1
+                        elif not _has_twin(n_aggs, s, n_nxt, nxt_s, nxt_acc, nxt_cnt,
+                                           old_acc, old_cnt):
+                            if n_nxt == cap:
+                                return (o_start[:n_out], o_end[:n_out], o_num[:n_out],
+                                        o_unm[:n_out], o_lab[:n_lab], -2)
+                            nxt_s[n_nxt] = s
+                            nxt_n[n_nxt] = cur_n[c]
+                            _store(nxt_acc, nxt_cnt, n_nxt, old_acc, old_cnt)
+                            n_nxt += 1
                 tmp_s = cur_s
                 cur_s = nxt_s
                 nxt_s = tmp_s

@@ -1,9 +1,10 @@
 """The compiled automaton (cep_core.compile.nfa + cep_core.runtime.kernel) against the
 general backtracking matcher: random patterns (alternation, groups, PERMUTE, anchors,
-exclusion, nested and reluctant quantifiers), skip modes, rows per match, WITHIN and the
-selection strategies (SKIP TILL NEXT / ANY MATCH) and aggregates in DEFINE over
-random data must give the same matches, rows, measures and errors. Also the bound on
-patterns that make a backtracking matcher explode."""
+exclusion, nested and reluctant quantifiers), skip modes, rows per match, WITHIN, the
+selection strategies (SKIP TILL NEXT / ANY MATCH), aggregates and navigation to other rows
+of the match (``B.x > A.x``, ``FIRST(x)``) in DEFINE over random data must give the same
+matches, rows, measures and errors, batch and incremental (also with NEXT). Also the bound
+on patterns that make a backtracking matcher explode."""
 
 from __future__ import annotations
 
@@ -22,11 +23,24 @@ from cep_core import QueryError
 
 QUANT = ["", "", "", "+", "*", "?", "+?", "*?", "??", "{2}", "{1,3}", "{0,2}?", "{2,}"]
 CONDITIONS = ["v > PREV(v)", "v < PREV(v)", "v >= 2", "v <= NEXT(v)", "v = 0 OR v IS NULL",
-              "s = 'x'", "v BETWEEN 1 AND 3", "v % 2 = 0", "PREV(v, 2) < v"]
+              "s = 'x'", "v BETWEEN 1 AND 3", "v % 2 = 0", "PREV(v, 2) < v",
+              # the current row's CLASSIFIER() in DEFINE: the variable defined
+              "CLASSIFIER() = 'A' OR v > 2", "CLASSIFIER() <> 'B' AND v >= 1"]
 # Aggregates in DEFINE (RUNNING, the current row included): each thread carries them.
 AGG_CONDITIONS = ["SUM(A.v) <= 4", "v >= 1 AND AVG(v) > PREV(v)", "COUNT(B.*) < 3",
                   "MIN(A.v) >= 1", "MAX(v) <> 3", "v < 4 AND SUM(B.v) < 5",
-                  "COUNT(C.v) <= 2", "3 > SUM(v)", "COUNT(*) <= 3 AND s = 'x'"]
+                  "COUNT(C.v) <= 2", "3 > SUM(v)", "COUNT(*) <= 3 AND s = 'x'",
+                  # navigation to rows of the match so far (RUNNING): another variable's
+                  # last row, FIRST / LAST
+                  "v > A.v", "B.v <= v", "FIRST(v) < v", "v >= 1 AND FIRST(C.v) <> v",
+                  "LAST(A.v) > PREV(v)", "LAST(v) = v AND v IS NOT NULL",
+                  "C.v = v",
+                  # ... added to or subtracted from a row-local expression
+                  "v >= FIRST(A.v) + 2", "B.v - 1 < v", "5 - SUM(v) > PREV(v)",
+                  "v + LAST(B.v) <= 4", "2 - A.v < v AND v > 0",
+                  # ... multiplied by one (``1.1 * A.price``)
+                  "v > A.v * 1.5", "2 * FIRST(v) - 1 >= v", "v <= LAST(A.v) * v + 1",
+                  "COUNT(v) * 0.5 < v"]
 MEASURES = ["FIRST(A.v) AS fa", "LAST(B.ts, 1) AS lb", "COUNT(*) AS n", "COUNT(A.*) AS na",
             "MATCH_NUMBER() AS mn", "CLASSIFIER() AS cl", "SUM(v) AS total",
             "LAST(C.s) AS lcs", "FINAL LAST(CLASSIFIER()) AS lc"]
@@ -152,6 +166,35 @@ def test_selection_strategies_run_compiled(tail: str, expected: str) -> None:
     assert q.find_matches(df) == general.find_matches(df) != []
 
 
+@pytest.mark.parametrize("define", [
+    "B AS B.v > A.v",  # Trino / Oracle: another variable's value (its last row, RUNNING)
+    "B AS v < PREV(v) AND FIRST(A.v) <= v + 3, C AS v > LAST(B.v)",
+    "B AS v >= FIRST(v), C AS C.v < A.v",
+    "B AS B.v > A.v + 2",  # test_cep_semantics' example: with an addend
+    "B AS v > 1.1 * A.v - 1, C AS v < LAST(B.v) * 2",  # ... and a factor
+])
+@pytest.mark.parametrize("dtype", ["float64", "Int64"])
+def test_navigation_in_define_runs_compiled(define: str, dtype: str) -> None:
+    """``V.x`` of another variable and FIRST / LAST in DEFINE: each thread of the kernel
+    carries the value (None before the variable has a row; NULL values kept), batch and
+    incremental, with the general matcher's matches; NaN and pandas' nullable integers'
+    NA are read as NULL by the kernel itself (no fallback for the input)."""
+    text = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES "
+            "A.ts AS a, LAST(B.ts) AS b, COUNT(*) AS n AFTER MATCH SKIP TO NEXT ROW "
+            f"PATTERN (A B+ C?) DEFINE {define})")
+    q = cep_core.compile_query(text)
+    assert q.plan == "compiled: automaton; navigation in DEFINE", q.plan
+    df = pd.DataFrame({"p": ["x"] * 9 + ["y"] * 5, "ts": range(14),
+                       "v": pd.array([5, 3, 4, 6, None, 7, 8, 1, 9, 2, 3, 1, 4, 6],
+                                     dtype=dtype)})
+    assert q._fast is not None and q._fast._fast_bound(q._bind(df)).match(df) is not None
+    general = cep_core.compile_query(text, engine="general")
+    expected = general.find_matches(df)
+    assert q.find_matches(df) == expected != []
+    pd.testing.assert_frame_equal(q.run(df), general.run(df))
+    assert _incremental(text, df, [3, 4, 10]) == sorted(expected, key=_order)
+
+
 def test_aggregate_conditions_past_the_thread_bound_fall_back() -> None:
     """Threads with different running sums are all kept: with 2**k distinct sums the kernel
     passes MAX_AGG_THREADS and the general matcher runs instead (batch and incremental),
@@ -233,11 +276,9 @@ def _kind(message: str) -> str:
 def test_incremental_on_the_automaton_equals_general_batch(
         case: tuple[str, pd.DataFrame], cuts: list[int]) -> None:
     """The incremental matcher runs the kernel per partition, stopping at the first
-    attempt that waits for rows; fed in random batches it must find the general batch
-    matcher's matches."""
+    attempt that waits for rows (with NEXT: that would use the rows NEXT reads beyond);
+    fed in random batches it must find the general batch matcher's matches."""
     text, df = case
-    if "NEXT" in text:
-        return  # reads ahead: incremental runs the general matcher
     df = df.sort_values("ts", kind="stable").reset_index(drop=True)  # rows arrive in order
     try:
         general = cep_core.compile_query(text, engine="general")
@@ -251,4 +292,14 @@ def test_incremental_on_the_automaton_equals_general_batch(
         if "backtracked too often" in err.message:
             return
         expected = ("error", _kind(err.message))
-    assert _incremental(text, df, [c for c in cuts if c <= len(df)]) == expected
+    got = _incremental(text, df, [c for c in cuts if c <= len(df)])
+    if isinstance(expected, tuple) and isinstance(got, tuple) and "PARTITION BY" in text:
+        # batch meets the first error in key order, a feed the first of a partition whose
+        # outcome is final: the same kind of error, maybe another partition's message
+        assert _error_kind(str(got[1])) == _error_kind(str(expected[1]))
+        return
+    assert got == expected
+
+
+def _error_kind(message: str) -> str:
+    return message.split(":")[0].split(" would")[0]

@@ -162,12 +162,12 @@ def test_measure_and_key_dtypes(dtype: str) -> None:
 
 
 @pytest.mark.parametrize("text, reason", [
-    ("PATTERN (A B+) DEFINE B AS v > A.v", "reads variable A"),
-    ("PATTERN (A B+) DEFINE B AS v > FIRST(B.v)", "FIRST"),
+    ("PATTERN (A B+) DEFINE B AS v > A.v / 2", "reads variable A"),
+    ("PATTERN (A B+) DEFINE B AS v > FIRST(B.v, 1)", "FIRST"),
     ("PATTERN (A B+) DEFINE B AS SUM(B.v * 2) < 10", "SUM"),
     ("PATTERN (A B+) DEFINE B AS SUM(B.v) < 10 OR v > 3", "SUM"),
     ("PATTERN (A B+) DEFINE B AS v > PREV(A.v)", "PREV of variable A"),
-    ("PATTERN (A B+) DEFINE B AS CLASSIFIER() = 'B'", "CLASSIFIER"),
+    ("PATTERN (A B+) DEFINE B AS PREV(CLASSIFIER()) = 'A'", "CLASSIFIER inside PREV"),
     ("PATTERN (A NOT B C) SKIP TILL NEXT MATCH", "negation"),
     ("PATTERN (A B NOT C) WITHIN 5", "negation"),
     ("PATTERN (A B C) WITHIN 5 EMIT TIMEOUTS", "EMIT TIMEOUTS"),
