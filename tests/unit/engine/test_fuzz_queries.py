@@ -128,8 +128,17 @@ def _data(draw: st.DrawFn) -> pd.DataFrame:
 
 
 def _rows(table: pd.DataFrame) -> list[str]:
-    return sorted(repr(tuple(None if _missing(x) else x for x in rec))
-                  for rec in table.itertuples(index=False))
+    """The rows as comparable text. Numbers compare by value: a measure that is NULL in some
+    rows is float64 (NaN) in one batch table but int64 in an incremental part without a
+    NULL (each table is typed by the values it holds)."""
+    def value(x: Any) -> Any:
+        if _missing(x):
+            return None
+        if isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool):
+            return float(x)
+        return x
+
+    return sorted(repr(tuple(value(x) for x in rec)) for rec in table.itertuples(index=False))
 
 
 def _missing(x: Any) -> bool:
