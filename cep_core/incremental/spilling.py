@@ -204,7 +204,8 @@ class SpillStats:
     paper's notion of a miss; the other misses only restore a key's counters and last
     rows; ``spilled``: keys written; ``bytes_written``/``bytes_read``: bytes of spill
     records; ``reloaded``: keys read back without a miss (flush, restoring a checkpoint);
-    ``on_disk``/``in_memory``: keys there now."""
+    ``on_disk``/``in_memory``: keys there now; ``expired``: keys dropped instead of
+    spilled because the caller deletes their state anyway (:attr:`SpillManager.expendable`)."""
 
     hits: int = 0
     misses: int = 0
@@ -216,6 +217,7 @@ class SpillStats:
     reloaded: int = 0
     on_disk: int = 0
     in_memory: int = 0
+    expired: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -382,6 +384,10 @@ class SpillManager:
         # the WITHIN limit (same units; set by the matcher).
         self._open_since: dict[Key, float | None] = {}
         self.window = np.inf
+        #: units (keys, or groups with ``group``) whose state the caller will delete anyway
+        #: (expired, ``cep_core.incremental.stored_state``): spilled, they are dropped
+        #: instead of written
+        self.expendable: set[Any] = set()
 
     # ------------------------------------------------------------------ queries
     @property
@@ -532,16 +538,21 @@ class SpillManager:
         for key in keys:
             state = store.partitions.pop(key)
             at = rows.get(key)
-            part = None if at is None or frame is None else frame.iloc[at]
-            marks = np.zeros(0, dtype=bool) if at is None else store.settled[at]
             if at is not None:
                 keep[at] = False
+            if self.expendable and (key if self.group is None else self.group(key)) in \
+                    self.expendable:
+                self._forget(key)
+                self.stats.expired += 1
+                continue
+            part = None if at is None or frame is None else frame.iloc[at]
+            marks = np.zeros(0, dtype=bool) if at is None else store.settled[at]
             records[key] = pickle.dumps(
                 (part, marks, (state.matches, state.trimmed, state.covered, state.stages),
                  self._open_since.get(key)), protocol=pickle.HIGHEST_PROTOCOL)
             self._forget(key)
         self.records.put(records)
-        self.stats.spilled += len(keys)
+        self.stats.spilled += len(records)
         self.stats.bytes_written += sum(len(d) for d in records.values())
         if frame is not None and not keep.all():
             store.frame = frame[keep].reset_index(drop=True)
