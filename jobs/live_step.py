@@ -15,9 +15,11 @@ Per batch (:func:`find_live`):
 2. Feed in-order keys their new events only; feed replay keys their whole history at the
    pinned silver version, after dropping their state (``cep_core.incremental.stored_state.advance``
    in one pandas call per bucket, with the bucket's hot row and the spilled rows of the
-   batch's in-order keys). A replay re-finds the key's earlier live matches too, so a late
-   archive event is joined with the live matches whose RA it falls in; gold's MERGE keeps
-   each complex event once.
+   batch's in-order keys; replay keys take the store's bulk path -- one unbounded feed,
+   their state joins the bounded store unfed, expired ones are dropped rather than
+   spilled, ``docs/partial-matches.md``). A replay re-finds the key's earlier live
+   matches too, so a late archive event is joined with the live matches whose RA it falls
+   in; gold's MERGE keeps each complex event once.
 3. After gold is written, :func:`merge_state` merges the new hot and key rows (of every
    query, one MERGE per batch).
 
@@ -98,7 +100,7 @@ def bucket_step(query: LiveArchiveQuery, settings: Settings,
                        hot=hot.iloc[0] if len(hot) else None,
                        spilled=dict(zip(keys["key"], keys["record"], strict=True)),
                        replay=replay, capacity=capacity, policy=policy,
-                       transitions=transitions)
+                       transitions=transitions, expire=True)
         out: dict[str, list[Any]] = {c.split()[0]: [] for c in OUT_DDL.split(", ")}
 
         def add(kind: str, **values: Any) -> None:

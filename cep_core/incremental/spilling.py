@@ -20,15 +20,16 @@ and read back unchanged, and a key is always in memory when its rows are matched
 
 Records go to a record store: :class:`DiskRecords` (default) or :class:`HandedRecords`
 (kept by the caller -- the Spark job's Delta table). A record is one pickle per key:
-``(rows, settled, state, open_since)`` with ``rows`` the key's buffered rows (a
-DataFrame), ``settled`` their marks (a bool array), ``state`` the PartitionState fields and
-``open_since`` the start time of its open partial match. On disk: one directory per matcher
-(a fresh ``lakecep-spill-*`` directory, inside ``spill_dir`` if given, else in the system
-temporary directory); each spill appends one segment file ``seg-<n>.bin``; an in-memory
-index maps each spilled key to (segment, offset, length); a segment is deleted once all its
-keys have been read back, and the directory on :meth:`SpillManager.close` (or when the
-manager is garbage-collected). The files are private scratch space: they are pickles, read
-only by the process that wrote them.
+``(rows, settled, state, open_since)`` with ``rows`` the key's buffered rows (``(names,
+arrays)``, see :func:`_columns`), ``settled`` their marks (a bool array), ``state`` the
+PartitionState fields and ``open_since`` the start time of its open partial match. On
+disk: one directory per matcher (a fresh ``lakecep-spill-*`` directory, inside
+``spill_dir`` if given, else in the system temporary directory); each spill appends one
+segment file ``seg-<n>.bin``; an in-memory index maps each spilled key to (segment,
+offset, length); a segment is deleted once all its keys have been read back, and the
+directory on :meth:`SpillManager.close` (or when the manager is garbage-collected). The
+files are private scratch space: they are pickles, read only by the process that wrote
+them.
 
 >>> TransitionStats.from_dict({"max_gap": [0, 5, 2], "probability": [0, 0.5, 1]}).weight(1)
 2.5
@@ -204,7 +205,8 @@ class SpillStats:
     paper's notion of a miss; the other misses only restore a key's counters and last
     rows; ``spilled``: keys written; ``bytes_written``/``bytes_read``: bytes of spill
     records; ``reloaded``: keys read back without a miss (flush, restoring a checkpoint);
-    ``on_disk``/``in_memory``: keys there now."""
+    ``on_disk``/``in_memory``: keys there now; ``expired``: keys dropped instead of
+    spilled because the caller deletes their state anyway (:attr:`SpillManager.expendable`)."""
 
     hits: int = 0
     misses: int = 0
@@ -216,6 +218,7 @@ class SpillStats:
     reloaded: int = 0
     on_disk: int = 0
     in_memory: int = 0
+    expired: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -382,6 +385,10 @@ class SpillManager:
         # the WITHIN limit (same units; set by the matcher).
         self._open_since: dict[Key, float | None] = {}
         self.window = np.inf
+        #: units (keys, or groups with ``group``) whose state the caller will delete anyway
+        #: (expired, ``cep_core.incremental.stored_state``): spilled, they are dropped
+        #: instead of written
+        self.expendable: set[Any] = set()
 
     # ------------------------------------------------------------------ queries
     @property
@@ -528,20 +535,27 @@ class SpillManager:
         rows = rows_by_key(store.frame, partition_cols)
         frame = store.frame
         keep = np.ones(0 if frame is None else len(frame), dtype=bool)
+        columns = None if frame is None else _columns(frame)
         records: dict[Key, bytes] = {}
         for key in keys:
             state = store.partitions.pop(key)
             at = rows.get(key)
-            part = None if at is None or frame is None else frame.iloc[at]
-            marks = np.zeros(0, dtype=bool) if at is None else store.settled[at]
             if at is not None:
                 keep[at] = False
+            if self.expendable and (key if self.group is None else self.group(key)) in \
+                    self.expendable:
+                self._forget(key)
+                self.stats.expired += 1
+                continue
+            part = None if at is None or columns is None else (
+                columns[0], [values[at] for values in columns[1]])
+            marks = np.zeros(0, dtype=bool) if at is None else store.settled[at]
             records[key] = pickle.dumps(
                 (part, marks, (state.matches, state.trimmed, state.covered, state.stages),
                  self._open_since.get(key)), protocol=pickle.HIGHEST_PROTOCOL)
             self._forget(key)
         self.records.put(records)
-        self.stats.spilled += len(keys)
+        self.stats.spilled += len(records)
         self.stats.bytes_written += sum(len(d) for d in records.values())
         if frame is not None and not keep.all():
             store.frame = frame[keep].reset_index(drop=True)
@@ -578,24 +592,53 @@ def rows_by_key(frame: pd.DataFrame | None,
     return out
 
 
+def _columns(frame: pd.DataFrame) -> tuple[list[Any], list[Any]]:
+    """A frame as (names, arrays): numpy arrays where the dtype is numpy's, else pandas'
+    arrays. A spill record holds a key's rows as these arrays indexed by its positions:
+    slicing and pickling arrays costs a fraction of a DataFrame slice per key."""
+    names = list(frame.columns)
+    return names, [frame[c].to_numpy() if isinstance(frame[c].dtype, np.dtype)
+                   else frame[c].array for c in names]
+
+
+def _frame_of(parts: list[tuple[list[Any], list[Any]]]) -> pd.DataFrame:
+    """One frame of the rows of several spill records, in order."""
+    names = parts[0][0]
+    if any(p[0] != names for p in parts):  # columns differ: let pandas align them
+        return pd.concat([pd.DataFrame(dict(zip(n, v, strict=True))) for n, v in parts],
+                         ignore_index=True)
+    columns: dict[Any, Any] = {}
+    for i, name in enumerate(names):
+        arrays = [p[1][i] for p in parts]
+        first = arrays[0]
+        if isinstance(first, np.ndarray) and all(
+                isinstance(a, np.ndarray) and a.dtype == first.dtype for a in arrays):
+            columns[name] = np.concatenate(arrays)
+        else:  # pandas arrays, or dtypes that differ: pandas' concatenation rules
+            columns[name] = pd.concat([pd.Series(a, dtype=getattr(a, "dtype", None))
+                                       for a in arrays], ignore_index=True)
+    return pd.DataFrame(columns)
+
+
 def records_from_snapshot(store: PartialMatchStore,
                           records: Mapping[Key, bytes]) -> dict[Key, float | None]:
     """Fold spill records (read back, or saved by :meth:`SpillManager.snapshot`) into
     ``store``; returns the start time of each key's open partial match (None: none)."""
-    parts: list[pd.DataFrame] = []
+    parts: list[tuple[list[Any], list[Any]]] = []
     marks: list[np.ndarray] = []
     since: dict[Key, float | None] = {}
     for key, data in records.items():
         part, settled, (matches, trimmed, covered, stages), *rest = pickle.loads(data)
         since[key] = rest[0] if rest else None
         store.partitions[key] = PartitionState(matches, trimmed, covered, stages)
-        if part is not None and len(part):
+        if part is not None and len(settled):
             parts.append(part)
             marks.append(settled)
     if parts:
         # Appended after the other keys' rows: matching sorts stably by partition and
         # order keys, so each key's rows keep their order.
-        frames = [store.frame, *parts] if store.buffered_rows() else parts
-        store.frame = pd.concat(frames, ignore_index=True)
+        frame = _frame_of(parts)
+        store.frame = pd.concat([store.frame, frame], ignore_index=True) if (
+            store.buffered_rows()) else frame
         store.settled = np.concatenate([store.settled, *marks])
     return since

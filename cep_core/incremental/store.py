@@ -27,7 +27,7 @@ import pandas as pd  # type: ignore[import-untyped, unused-ignore]
 
 from ..runtime.time_axis import ROW_ID as ROW_ID  # the column of each row's feed number
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 
 
 @dataclass

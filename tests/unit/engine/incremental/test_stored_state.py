@@ -181,3 +181,91 @@ def test_stpm_keeps_the_group_just_touched_in_memory():
         misses.append(out.stats.misses)
     assert misses == [0, 0, 1, 0]
     assert set(spilled) == {"k1"}
+
+
+GREEDY = compile_query("""SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k, lane ORDER BY ts
+    MEASURES MATCH_NUMBER() AS n, COUNT(B.id) AS bs ONE ROW PER MATCH
+    PATTERN (A B+) DEFINE A AS v = 'A', B AS v = 'B' AND PREV(v) <> 'C')""")
+GREEDY_WITHIN = compile_query(GREEDY.text.replace("PATTERN (A B+)", "PATTERN (A B+) WITHIN 6"))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(letters=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 1),
+                                  st.sampled_from("ABBC")), max_size=40),
+       cuts=st.lists(st.integers(1, 40), min_size=1, max_size=6),
+       replays=st.lists(st.integers(-1, 2), min_size=7, max_size=7),  # -1: no replay
+       capacity=st.integers(1, 3), policy=st.sampled_from(["tpm", "stpm"]),
+       expire=st.booleans())
+def test_bulk_replays_keep_the_answer_of_one_run(letters, cuts, replays, capacity, policy,  # noqa: PLR0913
+                                                 expire):
+    """Groups replayed from their whole history (the bulk path: one unbounded feed whose
+    state joins the bounded store) in any batches, mixed with in-order groups, through a
+    store of 1-3 keys: after every batch the final matches so far, with each group's last
+    provisional ones, are exactly one run's matches over the rows so far (rows,
+    MATCH_NUMBER, measures), and the next batches go on from the replayed state. With
+    ``expire`` (WITHIN 6; batches arrive in time order, so no later row can share a window
+    with a dropped group's rows) the same matches, except MATCH_NUMBER, which restarts for
+    a group whose state expired (as the gold job's expiry does)."""
+    query = GREEDY_WITHIN if expire else GREEDY
+    df = pd.DataFrame({"ts": range(len(letters)), "k": [f"k{k}" for k, _, _ in letters],
+                       "lane": [lane for _, lane, _ in letters],
+                       "v": [v for _, _, v in letters],
+                       "id": [f"e{i}" for i in range(len(letters))]})
+    edges = [0, *sorted({c % (len(df) + 1) for c in cuts}), len(df)]
+    hot, spilled = None, {}
+    final: dict[str, set[tuple]] = {}
+    pending: dict[str, set[tuple]] = {}
+    for n, (lo, hi) in enumerate(zip(edges[:-1], edges[1:], strict=True)):
+        new = df.iloc[lo:hi]
+        replay = {f"k{replays[n]}"} & set(df["k"].iloc[:hi])
+        batch = pd.concat([new[~new["k"].isin(replay)],
+                           df.iloc[:hi][df["k"].iloc[:hi].isin(replay)]]).iloc[::-1]
+        if not len(batch):
+            continue
+        groups = set(batch["k"])
+        out = advance(query, batch.reset_index(drop=True), key="k", hot=hot,
+                      spilled={g: spilled[g] for g in groups if g in spilled},
+                      replay=replay, capacity=capacity, policy=policy, provisional=True,
+                      expire=expire)
+        assert out.late_rows == 0 and out.keys_in_memory <= capacity
+        hot = out.hot
+        for g, record in out.groups.items():
+            spilled.pop(g, None) if record is None else spilled.update({g: record})
+        for g in replay:
+            final[g] = set()
+        for g in groups:
+            pending[g] = set()
+        if out.rows is not None:
+            assert out.rows[ROW_ID].is_unique
+        for matches, rows, into in ((out.matches, out.rows, final),
+                                    (out.provisional, out.provisional_rows, pending)):
+            ids = rows.set_index(ROW_ID)["id"] if rows is not None else {}
+            for m in matches:
+                into.setdefault(m.partition[0], set()).add(
+                    (tuple(ids[r] for r in m.rows), not expire and m.measures["n"],
+                     m.measures["bs"]))
+        so_far = df.iloc[:hi]
+        truth = {(tuple(so_far["id"].iloc[list(m.rows)]), not expire and m.measures["n"],
+                  m.measures["bs"]) for m in query.find_matches(so_far)}
+        assert set().union(*final.values(), *pending.values()) == truth
+
+
+def test_expired_groups_are_dropped_not_spilled():
+    """With ``expire``, groups whose newest row is more than WITHIN older than the batch's
+    newest are dropped when the bounded store evicts them (the gold job's MERGE deletes
+    their key rows anyway); a group still inside the window is spilled as before."""
+    rows = [(0, "k0", 0, "A"), (1, "k1", 0, "A"), (20, "k2", 0, "A"), (21, "k3", 0, "A"),
+            (22, "k4", 0, "A")]
+    frame = pd.DataFrame(rows, columns=["ts", "k", "lane", "v"]).assign(
+        id=lambda f: "e" + f["ts"].astype(str))
+    replay = set(frame["k"])
+    kept = advance(SEQ, frame, key="k", hot=None, spilled={}, replay=replay, capacity=2,
+                   policy="stpm")
+    dropped = advance(SEQ, frame, key="k", hot=None, spilled={}, replay=replay, capacity=2,
+                      policy="stpm", expire=True)
+    spilled_before = {g for g, r in kept.groups.items() if r is not None}
+    assert spilled_before == {"k0", "k1", "k2"}  # STPM (W = e.t): the oldest go out
+    # k0, k1 (newest 0, 1) are more than WITHIN 8 behind 22; k2 (20) is not
+    assert {g for g, r in dropped.groups.items() if r is not None} == {"k2"}
+    assert dropped.stats.expired == 2 and dropped.stats.spilled == 1
+    assert dropped.last_time == kept.last_time and dropped.keys_in_memory == 2
