@@ -142,8 +142,10 @@ def live_archive_rows(spark, settings: Settings, query: LiveArchiveQuery, new_ev
         return sample_selectivity(spec.archive, sample.toPandas(), key,
                                   plan_settings.sample_rows)
 
+    plan_settings = dataclasses.replace(plan_settings,
+                                        bulk_matches=settings.live_archive_bulk_matches or None)
     strategy, drive, reason = resolve(spec, strategy, plan_settings, live_selectivity,
-                                      archive_sample)
+                                      archive_sample, len(instances))
     plan = make_plan(spec, strategy, instances, plan_settings, reason, drive)
 
     loads = pd.DataFrame(

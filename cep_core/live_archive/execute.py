@@ -197,16 +197,19 @@ def detect(spec: LiveArchiveSpec, live: pd.DataFrame, archive: ArchiveStore,
         sample = archive.load(keys, *hull) if hull else live.iloc[:0]
         return sample_selectivity(spec.archive, sample, spec.key, settings.sample_rows)
 
+    def matches() -> list[LiveInstance]:
+        found = live_instances(spec, live)
+        return found if keep is None else [i for i in found if keep(i)]
+
+    counted = matches() if strategy == "auto" and settings.bulk_matches is not None else None
     strategy, drive, reason = resolve(
         spec, strategy, settings,
         lambda: sample_selectivity(spec.live, live, spec.key, settings.sample_rows),
-        sample_archive)
+        sample_archive, len(counted or ()))
     if drive == "archive":
         joined, instances, plan = _archive_first(spec, live, archive, reason, keep)
     else:
-        instances = live_instances(spec, live)
-        if keep is not None:
-            instances = [i for i in instances if keep(i)]
+        instances = counted if counted is not None else matches()
         seconds["live"] = time.perf_counter() - clock
         plan = make_plan(spec, strategy, instances, settings, reason)
         joined = execute(spec, plan, instances, archive)

@@ -182,8 +182,10 @@ def choose(settings: StrategySettings, live: Selectivity | None,
     With a tolerated latency TL (or a sub-window size), SLLAA: one load per sub-window
     instead of one per live match. Otherwise OLLAA from the archive side when the archive
     pattern is markedly (2x) more selective than the live one and pruning keys by it is
-    exact, else LLAA. ALAA is never chosen: its blind load of Rmax reads every key's
-    history, which the lazy strategies never need.
+    exact, else LLAA. ALAA is not chosen here: its blind load of Rmax reads every key's
+    history, which the lazy strategies never need -- except in a bulk batch
+    (:func:`resolve`), where nearly every key has a match and one load per match costs
+    more than the rows it saves.
     """
     if settings.tolerated_latency is not None or settings.subwindow is not None:
         return "sllaa", (f"tolerated latency TL={settings.tolerated_latency}, sub-window "
@@ -212,14 +214,20 @@ def unknown_strategy(strategy: str) -> StrategyError:
 
 
 def resolve(spec: LiveArchiveSpec, strategy: str, settings: StrategySettings,
-            live: Callable[[], Selectivity], archive: Callable[[], Selectivity]
-            ) -> tuple[str, str, str]:
+            live: Callable[[], Selectivity], archive: Callable[[], Selectivity],
+            live_matches: int = 0) -> tuple[str, str, str]:
     """``(strategy, drive, reason)`` for a requested strategy. ``auto`` and OLLAA weigh the
     selectivities: the archive side's from ``settings.archive_selectivity`` (statistics)
     or else ``archive()`` (a sample), the live side's from ``live()``; the callables run
-    only when a figure is needed."""
+    only when a figure is needed. ``auto`` takes ALAA for a bulk batch (``live_matches`` at
+    least ``settings.bulk_matches``)."""
     if strategy not in (*STRATEGIES, "auto"):
         raise unknown_strategy(strategy)
+    if strategy == "auto" and settings.bulk_matches is not None \
+            and live_matches >= settings.bulk_matches:
+        return "alaa", "live", (f"bulk batch: {live_matches:,} live matches (>= "
+                                f"{settings.bulk_matches:,}): one blind load of Rmax instead "
+                                "of one load per match")
     if strategy not in ("auto", "ollaa"):
         return strategy, "live", ""
     sel_l = live()

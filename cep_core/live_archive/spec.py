@@ -101,6 +101,10 @@ class StrategySettings:
     subwindow: int | None = None
     archive_selectivity: float | None = None
     sample_rows: int = 5000
+    #: ``auto`` takes ALAA (one blind load of Rmax) once a batch has this many live matches
+    #: (None: never): a lazy strategy's one load per match costs more than the rows it
+    #: saves when nearly every key has a match (a first load or a backfill)
+    bulk_matches: int | None = None
 
 def duration_value(before: Any, series_is_datetime: bool) -> Any:
     """A duration in the time column's unit: int nanoseconds for datetimes (exact, no

@@ -450,7 +450,15 @@ def test_auto_says_why() -> None:
                   StrategySettings(archive_selectivity=0.0))
     assert rare.plan.strategy == "ollaa" and rare.plan.drive == "archive"
     assert "archive selectivity 0 (statistics)" in rare.plan.reason
-    for r in (with_tl, without, rare):
+    matches = without.live_count
+    bulk = detect(spec, events, FrameArchive(events, "tag", "ts"), "auto",
+                  StrategySettings(bulk_matches=matches))
+    assert bulk.plan.strategy == "alaa" and len(bulk.plan.loads) == 1
+    assert f"bulk batch: {matches:,} live matches" in bulk.plan.reason
+    below = detect(spec, events, FrameArchive(events, "tag", "ts"), "auto",
+                   StrategySettings(bulk_matches=matches + 1))
+    assert below.plan.strategy == "llaa"
+    for r in (with_tl, without, rare, bulk, below):
         assert {(j.live.ids, j.archive_ids) for j in r.joined} == {
             (a, b) for a, b, _ in RFID_EXPECTED}
 
