@@ -227,7 +227,6 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
         parsed, sequential = run_sequential(spark, settings, parsed, [
             s for s in sources if s.sequential], batch_id, app_id, PARSED_DDL)
     parsed = parsed.persist()
-    cached = [parsed]
     try:
         # counted first: the batch is read once (the stream's input-row count stays true)
         outcome = (F.when(F.col("ok"), "ok")
@@ -250,23 +249,24 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
             F.current_timestamp().alias("quarantine_time"),
         )
         arrival = Window.partitionBy("event_id").orderBy("ingest_time", "source_file", "line_no")
+        good = parsed.where(F.col("ok")).drop("raw").withColumn(
+            "_rank", F.row_number().over(arrival)
+        )
         existing = silver.read().select(
             "event_id",
             F.col("source_file").alias("_kept_file"),
             F.col("line_no").alias("_kept_line"),
         )
-        # every valid row once, ranked by arrival and joined with the copy silver keeps:
-        # computed once (persisted) for both writes below
-        ranked = (parsed.where(F.col("ok")).drop("raw")
-                  .withColumn("_rank", F.row_number().over(arrival))
-                  .join(existing, "event_id", "left")).persist()
-        cached.append(ranked)
-        first, kept = F.col("_rank") == 1, F.col("_kept_file").isNotNull()
+        firsts = good.where("_rank = 1").join(existing, "event_id", "left")
         same_row = (F.col("_kept_file") == F.col("source_file")) & (
             F.col("_kept_line") == F.col("line_no")
         )
-        new_rows = ranked.where(first & ~kept)
-        dup_rows = ranked.where(~first | (kept & ~same_row)).drop("_kept_file", "_kept_line")
+        new_rows = firsts.where(F.col("_kept_file").isNull())
+        dup_rows = good.where("_rank > 1").unionByName(
+            firsts.where(F.col("_kept_file").isNotNull() & ~same_row).drop(
+                "_kept_file", "_kept_line"
+            )
+        )
         if counts["quarantined"]:  # an empty append still costs a Delta commit
             quarantine.append(bad, app_id, batch_id)
         duplicates.append(
@@ -279,8 +279,7 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
             f"{counts['quarantined']} quarantined")
         return counts
     finally:
-        for frame in cached:
-            frame.unpersist()
+        parsed.unpersist()
 
 
 def gate(parsed, breaches: list[Breach], settings: Settings, batch_id: int) -> None:  # noqa: ANN001
