@@ -52,13 +52,6 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def heartbeat(home: Path) -> dict:
-    try:
-        return json.loads((home / "run" / "continuous.json").read_text())
-    except (OSError, ValueError):
-        return {}
-
-
 def commits(table: Path) -> list[tuple[int, float, list[str], int]]:
     """(version, commit time in s, data files added, rows added) of each commit of a
     Delta table, from its log."""
@@ -132,10 +125,13 @@ def main() -> None:  # noqa: PLR0915 - one linear script
     print(f"generated {lines:,} lines in {len(files)} files in "
           f"{time.monotonic() - started:.0f}s", flush=True)
 
+    def heartbeat() -> dict:
+        return continuous.read_heartbeat(settings) or {}
+
     settings.landing.mkdir(parents=True, exist_ok=True)
     pid = continuous.start(settings, sys.executable, env)
     deadline = time.monotonic() + 600
-    while heartbeat(home).get("phase") != "running":
+    while heartbeat().get("phase") != "running":
         if time.monotonic() > deadline or not continuous.pid_alive(pid):
             sys.exit(f"the app did not start; log: {continuous.log_path(settings)}")
         time.sleep(1)
@@ -149,7 +145,7 @@ def main() -> None:  # noqa: PLR0915 - one linear script
         path.rename(settings.landing / path.name)
         landed[path.name] = time.time()
         if number % max(1, len(files) // 10) == 0:
-            beat = heartbeat(home).get("queries", {})
+            beat = heartbeat().get("queries", {})
             print(f"  landed {number + 1}/{len(files)}; rows read so far: " + ", ".join(
                 f"{q} {beat.get(q, {}).get('rows', 0):,}" for q in STREAMS), flush=True)
     feed_end = time.time()
@@ -157,7 +153,7 @@ def main() -> None:  # noqa: PLR0915 - one linear script
     def drained() -> bool:
         """Bronze and silver read every file and line and went idle, and gold went idle
         after silver did (a gold trigger found nothing new after silver's last commit)."""
-        beat = heartbeat(home).get("queries", {})
+        beat = heartbeat().get("queries", {})
         bronze, silver, gold = (beat.get(q, {}) for q in STREAMS)
         silver_idle = silver.get("idle_at", "")
         return (bronze.get("rows", 0) >= len(files) and silver.get("rows", 0) >= lines

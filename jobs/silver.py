@@ -119,7 +119,7 @@ PARSE_INPUT = ("raw", "source_file", "line_no", "ingest_time", "parse_status", "
 TIME_COLUMNS = ("event_time", "time_lower", "time_upper", "ingest_time")
 
 
-def arrow_batches(max_line_bytes: int, sources=(), home=None, schema=None):  # noqa: ANN001, ANN201
+def arrow_batches(max_line_bytes: int, schema, sources=(), home=None):  # noqa: ANN001, ANN201
     """mapInArrow function: :func:`parse_batches` with Arrow record batches in and out.
 
     The parse is the same pandas code; only the conversion differs. PySpark's own
@@ -218,7 +218,7 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
 
     sources = load_sources(sources_dir(settings))
     parsed = batch.select(*PARSE_INPUT).mapInArrow(
-        arrow_batches(settings.max_line_bytes, sources, settings.home, arrow_schema()),
+        arrow_batches(settings.max_line_bytes, arrow_schema(), sources, settings.home),
         PARSED_DDL)
     sequential = None
     if any(s.sequential for s in sources):  # fill_forward, merge, split: state across batches

@@ -170,7 +170,7 @@ def test_silver_parse_through_arrow_equals_the_pandas_path(spark, tmp_path: Path
     try:
         old = rows.mapInPandas(silver.parse_batches(MAX_LINE_BYTES), silver.PARSED_DDL)
         new = rows.select(*silver.PARSE_INPUT).mapInArrow(
-            silver.arrow_batches(MAX_LINE_BYTES, schema=silver.arrow_schema()),
+            silver.arrow_batches(MAX_LINE_BYTES, silver.arrow_schema()),
             silver.PARSED_DDL)
         key = ["source_file", "line_no"]
         old_rows = old.toPandas().sort_values(key).reset_index(drop=True)
