@@ -100,7 +100,7 @@ def bucket_step(query: LiveArchiveQuery, settings: Settings,
                        hot=hot.iloc[0] if len(hot) else None,
                        spilled=dict(zip(keys["key"], keys["record"], strict=True)),
                        replay=replay, capacity=capacity, policy=policy,
-                       transitions=transitions, expire=False)
+                       transitions=transitions, expire=True)
         out: dict[str, list[Any]] = {c.split()[0]: [] for c in OUT_DDL.split(", ")}
 
         def add(kind: str, **values: Any) -> None:

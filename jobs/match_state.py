@@ -17,10 +17,12 @@ the newest time below which expired keys were removed). Per batch (:func:`find_p
    (``cep_core.incremental.stored_state.advance``, one pandas call per bucket). Replay
    keys take the bulk path: one feed of an unbounded matcher (the batch engine's kernel)
    finds their matches and leaves only the rows a future match may use, which join the
-   bounded store unfed (``docs/partial-matches.md``: the first batch of rfid_abc, all keys
-   replayed, went from 8.4 s to 1.2 s per bucket of a 1M-event lake in a profile).
-   Expired keys are still spilled (``expire=False``): dropping them lost a completed
-   greedy match still waiting for its extension (``tests/unit/test_match_state.py``).
+   bounded store unfed; an evicted key whose newest event is more than WITHIN behind the
+   bucket's newest is flushed (what its state still holds, e.g. a completed greedy match
+   waiting for its extension, is final) and dropped rather than pickled, as step 4's
+   expiry would delete its key row anyway (``docs/partial-matches.md``: the first batch
+   of rfid_abc, all keys replayed, went from 8.4 s to 1.2 s per bucket of a 1M-event lake
+   in a profile).
 3. Gold rows: the matches that became final, plus the *provisional* ones (what a batch run
    over the key's events so far finds beyond them; the incremental matcher would still
    wait for more rows). Together they are exactly the batch answer over the history so
@@ -134,7 +136,7 @@ def bucket_step(query: PatternQuery, settings: Settings, key: str, version: int,
         frame = events.drop(columns=[BUCKET, REPLAY]).reset_index(drop=True)
         step = advance(query.compiled(), frame, key=key, hot=hot.iloc[0] if len(hot) else None,
                        spilled=spilled, replay=replay, capacity=capacity, policy=policy,
-                       provisional=True, expire=False)
+                       provisional=True, expire=True)
         columns = empty_columns()
         replayed: list[bool] = []
         found: dict[Any, set[str]] = {}

@@ -386,9 +386,11 @@ class SpillManager:
         self._open_since: dict[Key, float | None] = {}
         self.window = np.inf
         #: units (keys, or groups with ``group``) whose state the caller will delete anyway
-        #: (expired, ``cep_core.incremental.stored_state``): spilled, they are dropped
-        #: instead of written
+        #: (expired, ``cep_core.incremental.stored_state``): spilled, they are not written
+        #: but kept in :attr:`expired` (unpickled) for the caller to flush
         self.expendable: set[Any] = set()
+        #: the spill records (as tuples, not pickled) of the expendable keys evicted
+        self.expired: dict[Key, tuple[Any, ...]] = {}
 
     # ------------------------------------------------------------------ queries
     @property
@@ -542,17 +544,17 @@ class SpillManager:
             at = rows.get(key)
             if at is not None:
                 keep[at] = False
-            if self.expendable and (key if self.group is None else self.group(key)) in \
-                    self.expendable:
-                self._forget(key)
-                self.stats.expired += 1
-                continue
             part = None if at is None or columns is None else (
                 columns[0], [values[at] for values in columns[1]])
             marks = np.zeros(0, dtype=bool) if at is None else store.settled[at]
-            records[key] = pickle.dumps(
-                (part, marks, (state.matches, state.trimmed, state.covered, state.stages),
-                 self._open_since.get(key)), protocol=pickle.HIGHEST_PROTOCOL)
+            record = (part, marks, (state.matches, state.trimmed, state.covered, state.stages),
+                      self._open_since.get(key))
+            if self.expendable and (key if self.group is None else self.group(key)) in \
+                    self.expendable:
+                self.expired[key] = record
+                self.stats.expired += 1
+            else:
+                records[key] = pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
             self._forget(key)
         self.records.put(records)
         self.stats.spilled += len(records)
@@ -620,15 +622,17 @@ def _frame_of(parts: list[tuple[list[Any], list[Any]]]) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
-def records_from_snapshot(store: PartialMatchStore,
-                          records: Mapping[Key, bytes]) -> dict[Key, float | None]:
-    """Fold spill records (read back, or saved by :meth:`SpillManager.snapshot`) into
-    ``store``; returns the start time of each key's open partial match (None: none)."""
+def records_from_snapshot(store: PartialMatchStore, records: Mapping[
+        Key, bytes | tuple[Any, ...]]) -> dict[Key, float | None]:
+    """Fold spill records (read back, or saved by :meth:`SpillManager.snapshot`; pickled,
+    or as :attr:`SpillManager.expired` keeps them) into ``store``; returns the start time
+    of each key's open partial match (None: none)."""
     parts: list[tuple[list[Any], list[Any]]] = []
     marks: list[np.ndarray] = []
     since: dict[Key, float | None] = {}
     for key, data in records.items():
-        part, settled, (matches, trimmed, covered, stages), *rest = pickle.loads(data)
+        part, settled, (matches, trimmed, covered, stages), *rest = (
+            pickle.loads(data) if isinstance(data, bytes) else data)
         since[key] = rest[0] if rest else None
         store.partitions[key] = PartitionState(matches, trimmed, covered, stages)
         if part is not None and len(settled):

@@ -33,8 +33,10 @@ bounded once. The output equals feeding every row through the bounded store: key
 matched independently, one feed equals any cutting of it, and spilling never changes
 output. With ``expire=True`` (the gold job, whose state MERGE deletes the key rows of
 keys more than the WITHIN window behind the query's newest event), an evicted group of
-the batch whose newest row is more than WITHIN older than the batch's newest is dropped,
-not pickled (``SpillStats.expired``). ``docs/partial-matches.md`` has the profile.
+the batch whose newest row is more than WITHIN older than the batch's newest is not
+pickled: its state is flushed, and the matches it still holds (a completed greedy match
+waiting for an extension that can no longer come) are final matches of this call; then
+it is dropped (``SpillStats.expired``). ``docs/partial-matches.md`` has the profile.
 """
 
 from __future__ import annotations
@@ -155,6 +157,13 @@ def advance(query: CompiledQuery, batch: pd.DataFrame, *, key: str, hot: bytes |
     if len(in_order):
         assert inc.matched is not None
         matched.append(inc.matched)
+    ended_groups = {group(p) for p in spill.expired}
+    if spill.expired:  # dropped groups: what their state still holds is final now
+        ended, ended_rows = _flush_expired(query, spill.expired)
+        spill.expired = {}
+        matches = matches + ended
+        if ended_rows is not None:
+            matched.append(ended_rows)
     if bulk is not None:
         matches = bulk.matches + matches
         matched.insert(0, bulk.rows)
@@ -189,8 +198,8 @@ def advance(query: CompiledQuery, batch: pd.DataFrame, *, key: str, hot: bytes |
         pending = probe.flush()
         if probe.matched is not None:
             pending_rows.append(probe.matched)
-    if bulk is not None and bulk.pending:
-        pending = bulk.pending + pending
+    if bulk is not None and bulk.pending:  # less the expired groups': final now
+        pending = [m for m in bulk.pending if group(m.partition) not in ended_groups] + pending
         pending_rows.insert(0, bulk.pending_rows)
     stats = spill.stats
     # kept even with no key in memory: it holds the feed counter, which must keep growing
@@ -276,6 +285,18 @@ def _adopt(inc: IncrementalMatcher, store: PartialMatchStore,
         mine.partitions[key] = state
         w, since = weights.get(key, (-np.inf, None))
         spill.touched(key, w, since)
+
+
+def _flush_expired(query: CompiledQuery, records: Mapping[Any, tuple[Any, ...]],
+                   ) -> tuple[list[Match], pd.DataFrame | None]:
+    """The matches that the states of expired partition keys (dropped by the bounded
+    store, :attr:`~cep_core.incremental.spilling.SpillManager.expired`) still hold, and
+    their rows: a flush of a fresh matcher holding only them. No later row can join a
+    match of theirs (it would be outside the WITHIN window), so these matches are final --
+    a completed greedy ``B+`` still waiting for its extension is one."""
+    ended = IncrementalMatcher(query)
+    records_from_snapshot(ended.store, records)
+    return ended.flush(), ended.matched
 
 
 def _expired(query: CompiledQuery, batch: pd.DataFrame, at: int) -> set[Any]:

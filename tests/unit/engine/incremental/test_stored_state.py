@@ -269,3 +269,26 @@ def test_expired_groups_are_dropped_not_spilled():
     assert {g for g, r in dropped.groups.items() if r is not None} == {"k2"}
     assert dropped.stats.expired == 2 and dropped.stats.spilled == 1
     assert dropped.last_time == kept.last_time and dropped.keys_in_memory == 2
+
+
+def test_an_expired_group_s_waiting_match_is_emitted_before_it_is_dropped():
+    """k0's ``A B B`` is complete but a greedy ``B+`` waits for another B; when k0 expires
+    (its newest row, 2, is more than WITHIN 6 behind the batch's newest, 22) and the store
+    of one key evicts it, the waiting match is final -- no later row can extend it -- and
+    comes out of this call rather than being lost with the dropped state."""
+    rows = [(0, "k0", "A"), (1, "k0", "B"), (2, "k0", "B"), (20, "k1", "A"), (21, "k1", "B"),
+            (22, "k1", "B")]
+    frame = pd.DataFrame(rows, columns=["ts", "k", "v"]).assign(
+        lane=0, id=lambda f: "e" + f["ts"].astype(str))
+    ids = frame.set_index("ts")["id"]
+    for replay in ({"k0", "k1"}, set()):  # the bulk path and the in-order feed
+        out = advance(GREEDY_WITHIN, frame, key="k", hot=None, spilled={}, replay=replay,
+                      capacity=1, policy="stpm", provisional=True, expire=True)
+        assert out.stats.expired == 1 and out.groups.get("k0") is None
+        assert out.rows is not None
+        found = out.rows.set_index(ROW_ID)["id"]
+        assert [[found[r] for r in m.rows] for m in out.matches] == [
+            [ids[0], ids[1], ids[2]]]
+        # k1's A B B waits too but is inside the window: provisional, in memory
+        assert [[out.provisional_rows.set_index(ROW_ID)["id"][r] for r in m.rows]
+                for m in out.provisional] == [[ids[20], ids[21], ids[22]]]
