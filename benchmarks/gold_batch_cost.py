@@ -7,7 +7,8 @@ Spark session, in two lakes: ``incremental`` (``incremental_patterns = true``,
 jobs/match_state.py) and the baseline ``recompute`` (every touched key over its whole
 history, each batch). Only ``rfid_abc`` runs (a pattern query). Per batch: gold seconds
 and silver history rows read (incremental: from the gold log; recompute: the silver rows
-of the batch's keys at the batch's version, counted outside the timing).
+of the batch's keys at the batch's version, counted outside the timing); the batch's
+bronze and silver seconds too (silver de-duplicates against the whole history).
 
 Writes ``benchmarks/results/gold_batch_cost.json`` and ``.png``. Example (about 10 min on
 2 cores)::
@@ -83,8 +84,11 @@ def main() -> int:
             silver_table = LakeTable(spark, local, "silver.events")
             before = silver_table.version()
             with reporting(log=lines.append):
+                started = time.perf_counter()
                 bronze.run(spark, local)
+                bronze_s = time.perf_counter() - started
                 silver.run(spark, local)
+                silver_s = time.perf_counter() - started - bronze_s
                 lines.clear()
                 started = time.perf_counter()
                 gold.run(spark, local)
@@ -101,10 +105,12 @@ def main() -> int:
                     "object_id").distinct()
                 read = silver_table.as_of(after).join(keys, "object_id", "left_semi").count()
             batches.append({"file": f.name, "gold_s": round(seconds, 3),
+                            "bronze_s": round(bronze_s, 3), "silver_s": round(silver_s, 3),
                             "load_average_1m": round(os.getloadavg()[0], 2),
                             "history_rows_read": read, "silver_rows": history})
-            print(f"{mode} {f.name}: gold {seconds:.1f}s, {read} history rows read, "
-                  f"silver {history}", flush=True)
+            print(f"{mode} {f.name}: bronze {bronze_s:.1f}s, silver {silver_s:.1f}s, "
+                  f"gold {seconds:.1f}s, {read} history rows read, silver rows {history}",
+                  flush=True)
             results[mode] = batches
             args.out.mkdir(parents=True, exist_ok=True)  # kept if a later batch fails
             (args.out / "gold_batch_cost.partial.json").write_text(json.dumps(results))
@@ -123,6 +129,8 @@ def main() -> int:
     summary: dict[str, Any] = {
         "median_gold_s": {m: median(m, "gold_s") for m in results},
         "median_history_rows_read": {m: median(m, "history_rows_read") for m in results},
+        "median_silver_s": {m: median(m, "silver_s") for m in results},
+        "median_bronze_s": {m: median(m, "bronze_s") for m in results},
     }
     if "recompute" in results and "incremental" in results:
         summary["recompute_over_incremental_gold_s"] = round(

@@ -115,6 +115,10 @@ def parse_batches(max_line_bytes: int, sources=(), home=None):  # noqa: ANN001, 
 
 
 #: The bronze columns silver's parse reads (the others are not sent to Python).
+#: Up to this many valid rows in a batch, the de-duplication first picks the silver rows
+#: that share an event id with the batch (a broadcast semi-join: the history's ids are
+#: scanned and probed, not shuffled), then joins the batch with those few.
+BROADCAST_IDS = 2_000_000
 PARSE_INPUT = ("raw", "source_file", "line_no", "ingest_time", "parse_status", "parse_error")
 TIME_COLUMNS = ("event_time", "time_lower", "time_upper", "ingest_time")
 
@@ -252,12 +256,16 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
         good = parsed.where(F.col("ok")).drop("raw").withColumn(
             "_rank", F.row_number().over(arrival)
         )
+        firsts = good.where("_rank = 1")
         existing = silver.read().select(
             "event_id",
             F.col("source_file").alias("_kept_file"),
             F.col("line_no").alias("_kept_line"),
         )
-        firsts = good.where("_rank = 1").join(existing, "event_id", "left")
+        if counts["valid"] <= BROADCAST_IDS:  # history is probed, not shuffled
+            existing = existing.join(F.broadcast(firsts.select("event_id")), "event_id",
+                                     "left_semi")
+        firsts = firsts.join(existing, "event_id", "left")
         same_row = (F.col("_kept_file") == F.col("source_file")) & (
             F.col("_kept_line") == F.col("line_no")
         )
