@@ -252,35 +252,36 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
             "raw", "source_file", "line_no", "ingest_time", "reason",
             F.current_timestamp().alias("quarantine_time"),
         )
+        # each valid row is new (the first copy of an event id not in silver yet), a
+        # duplicate, or already in silver as this very row (an earlier attempt of the batch)
         arrival = Window.partitionBy("event_id").orderBy("ingest_time", "source_file", "line_no")
-        good = parsed.where(F.col("ok")).drop("raw").withColumn(
-            "_rank", F.row_number().over(arrival)
-        )
-        firsts = good.where("_rank = 1")
+        ranked = parsed.where(F.col("ok")).drop("raw").withColumn(
+            "_rank", F.row_number().over(arrival))
         existing = silver.read().select(
             "event_id",
             F.col("source_file").alias("_kept_file"),
             F.col("line_no").alias("_kept_line"),
         )
         if counts["valid"] <= BROADCAST_IDS:  # history is probed, not shuffled
-            existing = existing.join(F.broadcast(firsts.select("event_id")), "event_id",
-                                     "left_semi")
-        firsts = firsts.join(existing, "event_id", "left")
+            existing = existing.join(F.broadcast(ranked.where("_rank = 1").select("event_id")),
+                                     "event_id", "left_semi")
+        kept = F.col("_kept_file").isNotNull()
         same_row = (F.col("_kept_file") == F.col("source_file")) & (
-            F.col("_kept_line") == F.col("line_no")
-        )
-        new_rows = firsts.where(F.col("_kept_file").isNull())
-        dup_rows = good.where("_rank > 1").unionByName(
-            firsts.where(F.col("_kept_file").isNotNull() & ~same_row).drop(
-                "_kept_file", "_kept_line"
-            )
-        )
-        if counts["quarantined"]:  # an empty append still costs a Delta commit
-            quarantine.append(bad, app_id, batch_id)
-        duplicates.append(
-            dup_rows.withColumn("duplicate_time", F.current_timestamp()), app_id, batch_id
-        )
-        silver.append(new_rows.withColumn("silver_time", F.current_timestamp()), app_id, batch_id)
+            F.col("_kept_line") == F.col("line_no"))
+        classified = ranked.join(existing, "event_id", "left").withColumn(
+            "_class", F.when(F.col("_rank") > 1, "duplicate").when(~kept, "new")
+            .when(same_row, "written").otherwise("duplicate")).persist()
+        try:
+            outcomes = dict(classified.groupBy("_class").count().collect())
+            if counts["quarantined"]:  # an empty append still costs a Delta commit
+                quarantine.append(bad, app_id, batch_id)
+            for table, name, stamp in ((duplicates, "duplicate", "duplicate_time"),
+                                       (silver, "new", "silver_time")):
+                if outcomes.get(name):
+                    table.append(classified.where(F.col("_class") == name).drop("_class")
+                                 .withColumn(stamp, F.current_timestamp()), app_id, batch_id)
+        finally:
+            classified.unpersist()
         if sequential is not None:  # after the rows: a crash before it replays the batch
             sequential.commit(spark, settings, batch_id)
         log(f"{QUERY}: batch {batch_id}: {counts['rows']} bronze rows, "
