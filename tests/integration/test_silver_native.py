@@ -96,30 +96,33 @@ def _dump(value: object, ascii_only: bool, spaced: bool) -> str:
 
 @st.composite
 def lines(draw: st.DrawFn) -> str:
+    # hypothesis favours the lowest integer: the rare branches sit at the top of a range
     record = dict(BASE)
-    if draw(st.booleans()):  # an uncertain event, often valid
+    if draw(st.booleans()):  # an uncertain event
         record.update(time_lower="2026-01-05T00:00:00Z", time_upper="2026-01-05T00:01:00Z",
                       pmf=[0.25, 0.75])
-    for name in draw(st.lists(st.sampled_from(list(FIELDS)), max_size=3, unique=True)):
+        if draw(st.booleans()):
+            record["pmf"] = draw(pmfs)
+    for name in draw(st.lists(st.sampled_from(list(FIELDS)), max_size=2, unique=True)):
         record[name] = draw(FIELDS[name])
-    for name in draw(st.lists(st.sampled_from(list(FIELDS)), max_size=1)):
-        record.pop(name, None)
-    if draw(st.integers(0, 9)) == 0:
+    if draw(st.integers(0, 9)) == 9:
+        record.pop(draw(st.sampled_from(list(FIELDS))), None)
+    if draw(st.integers(0, 9)) == 9:
         record[draw(ids)] = draw(values)  # an unknown (or known) field
-    if draw(st.integers(0, 9)) == 0:
+    if draw(st.integers(0, 9)) == 9:
         record = dict(draw(st.permutations(list(record.items()))))
-    text = _dump(record, draw(st.booleans()), draw(st.integers(0, 5)) == 0)
-    twist = draw(st.integers(0, 19))
-    if twist == 0:  # a duplicate key
+    text = _dump(record, draw(st.booleans()), draw(st.integers(0, 5)) == 5)
+    twist = draw(st.integers(0, 24))
+    if twist == 20:  # a duplicate key
         text = text[:-1] + ',"event_id":"ev-2"}' if len(text) > 2 else text
-    elif twist == 1:
+    elif twist == 21:
         text = text[: draw(st.integers(0, len(text)))]  # torn
-    elif twist == 2:
+    elif twist == 22:
         text = draw(st.sampled_from(["[1,2]", '"x"', "12", "null", "{}", " ", "", "\ufeff{}",
                                      '{"event_id": NaN}', '{"pmf": [Infinity]}', "{\"a\":1} x"]))
-    elif twist == 3:
+    elif twist == 23:
         text = text + " " * draw(st.integers(0, MAX_LINE_BYTES))  # maybe oversized
-    elif twist == 4:
+    elif twist == 24:
         text = draw(st.text(max_size=40))
     return text
 
@@ -146,22 +149,20 @@ def test_native_silver_equals_python_on_fuzzed_lines(spark) -> None:  # noqa: AN
     bronze = spark.createDataFrame(rows, "raw STRING, parse_status STRING, parse_error STRING, "
                                          "source_file STRING, line_no BIGINT, "
                                          "ingest_time TIMESTAMP").repartition(2)
-    python = bronze.mapInPandas(silver.parse_batches(MAX_LINE_BYTES), silver.PARSED_DDL)
-    native, cached = silver_native.parse(bronze, MAX_LINE_BYTES)
-    key = ("source_file", "line_no")
-    columns = ["ok", "reason", *silver.EVENT_COLUMNS]
+    columns = ["source_file", "line_no", "ok", "reason", *silver.EVENT_COLUMNS]
+    python = {tuple(r[:2]): r for r in bronze.mapInPandas(
+        silver.parse_batches(MAX_LINE_BYTES), silver.PARSED_DDL).select(*columns).collect()}
+    parsed, cached = silver_native.parse(bronze, MAX_LINE_BYTES)
     try:
-        both = python.alias("p").join(native.alias("n"), list(key), "full_outer").select(
-            *key, "p.raw", *[f"p.{c}" for c in columns], *[f"n.{c}" for c in columns])
-        got = both.collect()
+        native = {tuple(r[:2]): r for r in parsed.select(*columns).collect()}
     finally:
         cached.unpersist()
-    assert len(got) == len(rows)
-    width = len(columns)
-    differences = [(r.raw, r[3:3 + width], r[3 + width:]) for r in got
-                   if tuple(r[3:3 + width]) != tuple(r[3 + width:])]
+    assert len(python) == len(native) == len(rows)
+    text = {(r[3], r[4]): r[0] for r in rows}
+    differences = [(text[k], python[k][2:], native.get(k, ())[2:]) for k in python
+                   if python[k] != native.get(k)]
     assert not differences, "\n".join(f"{raw!r}\n  python {p}\n  native {n}"
                                       for raw, p, n in differences[:5])
-    oks = sum(1 for r in got if r.ok)
-    codes = {str(r.reason).split(":")[0] for r in got if not r.ok}
+    oks = sum(1 for r in python.values() if r.ok)
+    codes = {str(r.reason).split(":")[0] for r in python.values() if not r.ok}
     assert oks > LINES // 10 and len(codes) >= 8  # the fuzz reached valid and many bad kinds
