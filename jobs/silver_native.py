@@ -105,6 +105,29 @@ def _range(column: str) -> str:
             f" THEN {column} END")
 
 
+def _colons(text: str) -> str:
+    return f"(length({text}) - length(replace({text}, ':', '')))"
+
+
+def _colons_known() -> str:
+    """SQL: the ':' a line (with no backslash) holds if its keys are exactly the fields
+    from_json read as non-null (one ':' per key, attribute keys too) plus those inside
+    their strings. The line holds at least as many; more means a key from_json did not
+    give (an unknown one, a null-valued or mistyped field): then ``json_object_keys``
+    lists them. Counting is a byte scan; listing is a second JSON parse of the line."""
+    strings = ", ".join([f"_s.`{n}`" for n in _STRINGS + _TIMES]
+                        + ["array_join(map_keys(_s.attributes), '')",
+                           "array_join(map_values(_s.attributes), '')"])
+    fields = " + ".join(f"CASE WHEN _s.`{n}` IS NULL THEN 0 ELSE 1 END" for n in _FIELDS)
+    return (f"({fields} + CASE WHEN _s.attributes IS NULL THEN 0 ELSE size(_s.attributes) END"
+            f" + {_colons(f'concat_ws(chr(1), {strings})')})")
+
+
+def _present_keys() -> str:
+    return ("array_compact(array(" + ", ".join(
+        f"CASE WHEN _s.`{n}` IS NOT NULL THEN {_lit(n)} END" for n in _FIELDS) + "))")
+
+
 def native_columns() -> list[tuple[str, str]]:
     """(name, SQL) pairs evaluated in order over a bronze row, each may use the earlier
     ones. ``_reason`` is the verdict: '' = surely ok, a text = surely this reason, NULL =
@@ -113,7 +136,10 @@ def native_columns() -> list[tuple[str, str]]:
     cols: list[tuple[str, str]] = [
         ("_s", "CASE WHEN parse_status = 'ok' AND NOT contains(raw, '\\\\') THEN "
                f"from_json(raw, '{_SCHEMA}', map('allowNonNumericNumbers', 'false')) END"),
-        ("_keys", "CASE WHEN _s IS NOT NULL THEN json_object_keys(raw) END"),
+        # (a valid JSON text led by '{' is an object; from_json reads others as all-NULL)
+        ("_keys", "CASE WHEN _s IS NULL THEN NULL WHEN startswith(raw, '{') AND"
+                  f" {_colons('raw')} = {_colons_known()} THEN {_present_keys()}"
+                  " ELSE json_object_keys(raw) END"),
         ("_unknown", f"array_min(array_except(_keys, {known}))"),
         ("_missing", "CASE " + " ".join(f"WHEN _s.`{n}` IS NULL THEN {_lit(n)}"
                                         for n in _REQUIRED) + " END"),
@@ -156,36 +182,36 @@ def native_columns() -> list[tuple[str, str]]:
     return cols
 
 
-def _columns(ddl: str) -> list[tuple[str, str]]:
-    """(name, type) of a DDL column list."""
-    depth, start, out = 0, 0, []
-    for i, ch in enumerate(ddl + ","):
-        depth += ch == "<"
-        depth -= ch == ">"
-        if ch == "," and depth == 0:
-            name, kind = ddl[start:i].strip().split(" ", 1)
-            out.append((name, kind))
-            start = i + 1
-    return out
+def parse(batch, max_line_bytes: int, sources=(), home=None):  # noqa: ANN001, ANN201
+    """Bronze rows (at least :data:`jobs.silver.PARSE_INPUT`) -> silver's parsed rows
+    (``jobs/silver.PARSED_DDL``), as ``jobs/silver.arrow_batches`` gives them: natively
+    where sure, the other rows (and every row of a declared source) by
+    ``arrow_batches`` itself, in ONE pass: the native rows go through one ``mapInArrow``
+    that hands the sure rows on as they are (no pandas, no copy) and parses only the
+    rest."""
+    from .silver import PARSED_DDL, arrow_schema
+
+    return native_frame(batch, keep_raw=bool(sources)).mapInArrow(
+        finish(max_line_bytes, arrow_schema(), sources, home), PARSED_DDL)
 
 
-def parse(batch, max_line_bytes: int):  # noqa: ANN001, ANN201
-    """Bronze rows (``raw, parse_status, parse_error, source_file, line_no, ingest_time``)
-    -> ``(parsed, cached)``: ``parsed`` has silver's parsed rows (``jobs/silver.PARSED_DDL``),
-    native where sure, the other bronze-``ok`` rows by ``jobs/silver.parse_batches``
-    (``lakecep.events``); ``cached`` is the persisted native frame ``parsed`` reads (the
-    caller unpersists it), so the native columns are computed once however often
-    ``parsed`` is read, and Python sees only the rows it must judge."""
+def native_frame(batch, keep_raw: bool = False):  # noqa: ANN001, ANN201
+    """:data:`jobs.silver.PARSED_DDL`'s columns computed in Spark SQL, plus ``_sure`` (the
+    row is decided: bronze judged it, or ``_reason`` is sure) and ``_judged`` (bronze
+    judged it: its ``parse_status`` is not ``ok``, so a row left to Python has
+    ``parse_status`` ``ok``). ``raw`` is kept where a later step reads it (not surely
+    ok), or everywhere with ``keep_raw``."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
 
-    from .silver import EVENT_COLUMNS, PARSED_DDL, parse_batches
+    from .silver import EVENT_COLUMNS, PARSE_INPUT, PARSED_DDL
 
-    frame = batch
+    frame = batch.select(*PARSE_INPUT)
     for name, sql in native_columns():
         frame = frame.withColumn(name, F.expr(sql))
     judged = F.col("parse_status") != "ok"
     sure = judged | F.col("_reason").isNotNull()
-    native_ok = ~judged & (F.col("_reason") == "")
+    native_ok = ~judged & F.coalesce(F.col("_reason") == "", F.lit(False))
     bronze_reason = F.when(F.col("parse_error").isNull(), F.col("parse_status")).otherwise(
         F.concat_ws(": ", "parse_status", "parse_error"))
     native = {n: F.col(f"_s.`{n}`") for n in _STRINGS}
@@ -194,15 +220,59 @@ def parse(batch, max_line_bytes: int):  # noqa: ANN001, ANN201
     native["attributes"] = F.expr(  # Python leaves out null entries
         "CASE WHEN size(array_compact(map_values(_s.attributes))) = size(_s.attributes)"
         " THEN _s.attributes ELSE map_filter(_s.attributes, (k, v) -> v IS NOT NULL) END")
-    kinds = dict(_columns(PARSED_DDL))
-    cached = frame.select(
-        sure.alias("_sure"),
+    kinds = {f.name: f.dataType for f in StructType.fromDDL(PARSED_DDL).fields}
+    raw = F.col("raw") if keep_raw else F.when(~native_ok, F.col("raw"))
+    return frame.select(
+        F.coalesce(sure, F.lit(False)).alias("_sure"),
+        F.coalesce(judged, F.lit(False)).alias("_judged"),
         native_ok.alias("ok"),
         F.when(judged, bronze_reason).when(~native_ok, F.col("_reason")).alias("reason"),
         *[F.when(native_ok, native[n]).cast(kinds[n]).alias(n) for n in EVENT_COLUMNS],
-        "raw", "source_file", "line_no", "ingest_time", "parse_status", "parse_error",
-    ).persist()
-    columns = [n for n, _ in _columns(PARSED_DDL)]
-    rest = cached.where(~F.col("_sure")).drop("_sure").mapInPandas(
-        parse_batches(max_line_bytes), PARSED_DDL)
-    return cached.where("_sure").select(*columns).unionByName(rest), cached
+        raw.alias("raw"), "source_file", "line_no", "ingest_time",
+    )
+
+
+def finish(max_line_bytes: int, schema, sources=(), home=None):  # noqa: ANN001, ANN201
+    """mapInArrow function over :func:`parse`'s native rows: the sure ones on as they are,
+    the others (``_sure`` false, or a declared source's file) through
+    ``jobs/silver.arrow_batches``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .silver import PARSE_INPUT, arrow_batches
+
+    python = arrow_batches(max_line_bytes, schema, sources, home)
+    declared: dict[str, bool] = {}  # source_file -> a declared source's
+
+    def run(batches):  # noqa: ANN001, ANN202
+        for batch in batches:
+            to_python = pc.invert(batch.column("_sure"))
+            if sources:
+                from lakecep.sources import source_of_file
+
+                files = batch.column("source_file")
+                for file in pc.unique(files).to_pylist():
+                    if file not in declared:
+                        declared[file] = source_of_file(sources, home, file) is not None
+                theirs = [f for f, mine in declared.items() if mine]
+                if theirs:  # bronze's judgement stands for every source
+                    to_python = pc.or_(to_python, pc.and_(
+                        pc.is_in(files, pa.array(theirs)), pc.invert(batch.column("_judged"))))
+            if pc.any(to_python).as_py():
+                rest = batch.filter(to_python)
+                n = rest.num_rows
+                given = {"parse_status": pa.array(["ok"] * n, pa.string()),
+                         "parse_error": pa.nulls(n, pa.string())}
+                yield from python(iter([pa.RecordBatch.from_arrays(
+                    [given[c] if c in given else rest.column(c) for c in PARSE_INPUT],
+                    names=list(PARSE_INPUT))]))
+                batch = batch.filter(pc.invert(to_python))
+            if batch.num_rows:
+                columns = [batch.column(f.name) for f in schema]
+                if sources:  # raw was kept for the Python step: off the ok rows again
+                    at = schema.get_field_index("raw")
+                    columns[at] = pc.if_else(batch.column("ok"), pa.scalar(None, pa.string()),
+                                             columns[at])
+                yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+    return run
