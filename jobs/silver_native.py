@@ -78,22 +78,24 @@ def _sure_string(name: str) -> str:
 def _attributes_sure() -> str:
     """SQL: ``attributes`` (non-null) is an object of scalars within the contract's limits
     whose entries Spark read exactly as Python does."""
+    keys = "array_join(map_keys(_s.attributes), '')"
     values = "concat(chr(1), array_join(map_values(_s.attributes), chr(1)))"
-    # Without braces in strings or nesting ('{' and '}' twice in the line), the line's own
-    # text of the object is between '"attributes":{' and the next '}'; quotes aside it must
-    # equal Spark's rewrite of what it read (numbers as Spark writes them).
-    own_text = ("concat('{', substring_index(substring_index(raw, '\"attributes\":{', -1), "
-                "'}', 1), '}')")
+    # In a line without backslashes no string holds '"', so '"attributes":{' is where the
+    # object starts (the first such text: a field whose value is an object holding it is
+    # not sure anyway); with no '}' in its keys and values and no nesting, the next '}'
+    # ends it. Quotes aside, that text must equal Spark's rewrite of what it read
+    # (numbers as Spark writes them: 1e5 -> 100000.0).
+    start = "locate('\"attributes\":{', raw)"
+    own_text = f"substring(raw, {start} + 13, locate('}}', raw, {start}) - {start} - 12)"
     return (
         f"size(_s.attributes) <= {_MAX_ATTRS}"
         " AND NOT array_contains(map_keys(_s.attributes), '')"
-        f" AND length(array_join(map_keys(_s.attributes), '')) <= {_MAX_STR}"
+        f" AND length({keys}) <= {_MAX_STR}"
         f" AND length(array_join(map_values(_s.attributes), '')) <= {_MAX_STR}"
         f" AND NOT contains({values}, chr(1) || '{{')"
         f" AND NOT contains({values}, chr(1) || '[')"
-        " AND length(raw) - length(replace(raw, '{', '')) = 2"
-        " AND length(raw) - length(replace(raw, '}', '')) = 2"
-        " AND contains(raw, '\"attributes\":{')"
+        f" AND NOT contains({keys}, '}}') AND NOT contains({values}, '}}')"
+        f" AND {start} > 0"
         f" AND replace({own_text}, '\"', '') = replace(to_json(_s.attributes), '\"', '')"
     )
 
