@@ -1,10 +1,11 @@
 """Silver's event contract evaluated natively: Spark SQL expressions decide the usual rows,
 ``lakecep.events`` (Python) only the rows Spark's JSON parser cannot judge exactly.
 
-:func:`parse` gives, for bronze rows of the built-in RFID source, the same columns as
-``jobs/silver.parse_batches`` (``ok``, ``reason``, the typed ``silver.events`` columns,
-then ``raw, source_file, line_no, ingest_time``) -- row for row the same values
-(``tests/integration/test_silver_native.py`` checks it on fuzzed lines).
+:func:`parse` gives, for bronze rows, the same rows as ``jobs/silver.arrow_batches`` in
+``mapInArrow`` (``jobs/silver.PARSED_DDL``: ``ok``, ``reason``, the typed
+``silver.events`` columns, then ``raw, source_file, line_no, ingest_time``) -- row for row
+the same values (``tests/integration/test_silver_native.py`` checks it on fuzzed lines).
+Silver uses it with the setting ``silver_parse = "native"``.
 
 It relies on bronze: a row whose ``parse_status`` is ``ok`` was judged by
 ``lakecep.events.judge_line``, so its ``raw`` is one strict JSON text (no NaN/Infinity,
@@ -12,7 +13,8 @@ no duplicate key at any level) within ``max_line_bytes``. Bronze's other rows ke
 bronze's reason, as in the Python path.
 
 One ``from_json`` into a fixed struct (the contract's fields; the scalar ones as STRING)
-and ``json_object_keys`` (for unknown and absent keys) give every field; cheap
+gives every field, and the line's ``:`` count whether it holds other keys (only then does
+``json_object_keys`` list them: unknown, null-valued or mistyped fields); cheap
 expressions then decide. A row is decided natively when the answer is sure:
 
 * the line holds no backslash (no escapes: no lone surrogates, no quotes inside strings);
@@ -28,8 +30,9 @@ expressions then decide. A row is decided natively when the answer is sure:
 
 Natively rejected: ``unknown_field`` (a printable ASCII name), ``missing_field`` (an absent
 key) and the cross-field interval reasons. Every other row (0.5 % of ``lakecep generate``'s
-lines: its wrong_type ones) goes through ``jobs/silver.parse_batches``: the native frame is
-persisted once, its sure rows are read from the cache and only the others reach Python.
+lines: its wrong_type ones), and every row of a declared source (``lakecep.sources``), goes
+through ``jobs/silver.arrow_batches`` in the same pass: one ``mapInArrow`` over the native
+rows hands the sure ones on as Arrow arrays and parses only the others.
 """
 
 from __future__ import annotations
