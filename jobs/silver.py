@@ -221,9 +221,14 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
     from lakecep.sources import load_sources, sources_dir
 
     sources = load_sources(sources_dir(settings))
-    parsed = batch.select(*PARSE_INPUT).mapInArrow(
-        arrow_batches(settings.max_line_bytes, arrow_schema(), sources, settings.home),
-        PARSED_DDL)
+    if settings.silver_parse == "native":  # the same rows, Spark SQL where it can
+        from .silver_native import parse
+
+        parsed = parse(batch, settings.max_line_bytes, sources, settings.home)
+    else:
+        parsed = batch.select(*PARSE_INPUT).mapInArrow(
+            arrow_batches(settings.max_line_bytes, arrow_schema(), sources, settings.home),
+            PARSED_DDL)
     sequential = None
     if any(s.sequential for s in sources):  # fill_forward, merge, split: state across batches
         from .silver_state import run_sequential

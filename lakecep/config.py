@@ -204,6 +204,11 @@ class Settings:
     max_files_per_trigger: Positive = 1000
     #: A landing line longer than this (bytes) is kept in bronze but quarantined.
     max_line_bytes: Positive = 65536
+    #: How silver applies the event contract to the built-in RFID source's lines:
+    #: ``python`` (``lakecep.events`` in ``mapInArrow``) or ``native`` (Spark SQL,
+    #: ``jobs/silver_native.py``; Python only for the rows Spark cannot judge exactly).
+    #: Same rows, reasons and counts either way.
+    silver_parse: Literal["python", "native"] = "python"
     #: Processing-time trigger interval for continuous runs (``lakecep run --continuous``).
     trigger_interval: str = "30 seconds"
     #: Run Great Expectations validations in the quality job.

@@ -114,6 +114,16 @@ if {n: f["type"] for n, f in _FIELDS.items()} != _EXPECTED:  # pragma: no cover
 _MIN_YEAR = MIN_TIME.year
 _MAX_YEAR = MAX_TIME.year
 _SHOW = 60  # longest value/name quoted in a reason
+#: Reason texts that jobs/silver_native.py also builds in Spark SQL (one definition).
+UNKNOWN_FIELD = "unknown_field: "  # + the name
+MISSING_FIELD = "missing_field: "  # + the name (+ " is null" when the key is there)
+SHOW_CHARS = _SHOW  # a name longer than this (or not printable) is quoted by repr
+CROSS_FIELD_REASONS = {
+    "together": "invalid_value: time_lower and time_upper must be given together",
+    "order": "invalid_value: time_lower after time_upper",
+    "outside": "invalid_value: event_time outside [time_lower, time_upper]",
+    "pmf_bounds": "invalid_value: pmf requires time_lower and time_upper",
+}
 
 
 class _Number(str):
@@ -417,7 +427,7 @@ def _check(obj: Any) -> str | tuple[tuple[Any, ...], int]:
     # 5. unknown_field ------------------------------------------------------------------
     if not _KNOWN.issuperset(obj):
         unknown = sorted(k for k in obj if k not in _KNOWN)
-        return f"unknown_field: {_name(unknown[0])}"
+        return UNKNOWN_FIELD + _name(unknown[0])
     # 6. missing_field ------------------------------------------------------------------
     get = obj.get
     event_id = get("event_id")
@@ -594,15 +604,15 @@ def _cross_field_problem(
 ) -> str | None:
     """Step 8: the first problem between fields that are each fine on their own."""
     if (lower is None) != (upper is None):
-        return "invalid_value: time_lower and time_upper must be given together"
+        return CROSS_FIELD_REASONS["together"]
     if lower is not None:
         if lower > upper:
-            return "invalid_value: time_lower after time_upper"
+            return CROSS_FIELD_REASONS["order"]
         if not (lower <= event_time <= upper):
-            return "invalid_value: event_time outside [time_lower, time_upper]"
+            return CROSS_FIELD_REASONS["outside"]
     if pmf is not None:
         if lower is None:
-            return "invalid_value: pmf requires time_lower and time_upper"
+            return CROSS_FIELD_REASONS["pmf_bounds"]
         if not pmf:
             return "invalid_value: pmf is empty"
         total = math.fsum(pmf)
@@ -614,7 +624,7 @@ def _cross_field_problem(
 def _missing(obj: dict[str, Any]) -> str:
     for name in _REQUIRED:
         if obj.get(name) is None:
-            return f"missing_field: {name} is null" if name in obj else f"missing_field: {name}"
+            return MISSING_FIELD + name + (" is null" if name in obj else "")
     raise AssertionError("no required field is missing")  # pragma: no cover
 
 
