@@ -19,9 +19,11 @@ UNMATCHED ROWS run on the compiled automaton, and so do DEFINEs that are an AND 
 row-local conditions and conditions on a running value ``value op row-local``
 (:class:`AggCheck`, checked per thread by the kernel), the value an aggregate
 ``AGG(column)`` or navigation ``V.column`` (another variable), ``FIRST(column)``,
-``LAST(column)``. Consumption modes, EMIT TIMEOUTS, negation, other navigation and
-aggregates, CLASSIFIER and MATCH_NUMBER in DEFINE run on the general matcher
-(:mod:`cep_core.runtime.matcher`).
+``LAST(column)``. CONSUMPTION modes whose DEFINEs are row-local run on the kernel's
+consumption loop (:func:`cep_core.runtime.kernel.consume`). EMIT TIMEOUTS, negation,
+CONSUMPTION with a DEFINE that reads the match so far, other navigation and aggregates,
+CLASSIFIER and MATCH_NUMBER in DEFINE run on the general matcher
+(:mod:`cep_core.runtime.matcher`, :mod:`cep_core.runtime.consumption`).
 """
 
 from __future__ import annotations
@@ -147,6 +149,8 @@ class FastPlan:
                 extra += "; aggregates in DEFINE"
             if funcs & {"FIRST", "LAST"}:
                 extra += "; navigation in DEFINE"
+            if m.consumption is not None:
+                return f"compiled: CONSUMPTION {m.consumption}{window}{extra}"
             return f"compiled: automaton{window}{extra}"
         parts = []
         for it in self.items:
@@ -193,8 +197,6 @@ def plan_fast(q: CompiledQuery, engine: str | None = None) -> tuple[FastPlan | N
 # ---------------------------------------------------------------------- eligibility
 def _ineligible(q: CompiledQuery) -> str | None:
     m = q.match
-    if getattr(m, "consumption", None) is not None:
-        return "CONSUMPTION"
     if getattr(m, "emit_timeouts", False):
         return "EMIT TIMEOUTS"
     if any(isinstance(node, ast.Negation) for node in ast.pattern_nodes(m.pattern)):
@@ -209,6 +211,8 @@ def _ineligible(q: CompiledQuery) -> str | None:
             why = _define_problem(c, d.var)
             if why is not None and _agg_check(c, index[d.var], q) is None:
                 return f"DEFINE {d.var}: {why}"
+    if m.consumption is not None and _has_aggregates(q):
+        return "CONSUMPTION with a DEFINE that reads the match so far"
     return None
 
 

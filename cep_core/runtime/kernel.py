@@ -37,6 +37,12 @@ Navigation in DEFINE (``B AS x > A.x``, ``x >= FIRST(x)``: the value of a column
 first / last row of a variable so far) is carried the same way, as the aggregates FIRST
 and LAST (a NULL value is kept as NaN, which the fast path reads as NULL anyway).
 
+CONSUMPTION modes (:func:`consume`) are not an automaton: the open instances of
+:mod:`cep_core.runtime.consumption` are kept per stage as queues of instances (rows in a
+pool, never modified in place), for DEFINEs that read only the row (its condition bits):
+whether a row extends an instance then does not depend on the instance, so a terminator
+takes the first instance of its stage (every one under CONTINUOUS).
+
 This module imports numba; it is only imported when a query runs on the kernel.
 """
 
@@ -480,3 +486,304 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                             o_lab[:n_lab], n_out - 1)
                 start = target
     return o_start[:n_out], o_end[:n_out], o_num[:n_out], o_unm[:n_out], o_lab[:n_lab], -1
+
+
+# Consumption modes as :func:`consume` takes them.
+RECENT, FIRST, CHRONICLE, CUMULATIVE, CONTINUOUS = 0, 1, 2, 3, 4
+MODES = {"RECENT": RECENT, "FIRST": FIRST, "CHRONICLE": CHRONICLE, "CUMULATIVE": CUMULATIVE,
+         "CONTINUOUS": CONTINUOUS}
+
+
+@njit(cache=True)
+def consume(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, present: np.ndarray,
+            has_window: bool, mode: int, k: int, first: np.ndarray, ahead: int,
+            init_part: np.ndarray, init_stage: np.ndarray, init_len: np.ndarray,
+            init_rows: np.ndarray, init_labs: np.ndarray, emitted: np.ndarray
+            ) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
+    """CONSUMPTION ``mode`` over the partitions ``bounds[j]..bounds[j+1]-1`` for
+    ``PATTERN (V0 .. V(k-1))`` whose DEFINEs are row-local (bit ``v`` of ``bits[r]``): the
+    instance semantics of :mod:`cep_core.runtime.consumption`, whose conditions then do
+    not depend on the instance (a terminator takes the oldest instance under CHRONICLE,
+    every one under CONTINUOUS). Partition ``j`` is processed from row ``first[j]`` up
+    to its last ``ahead`` rows (rows whose conditions read rows not arrived yet), starting
+    from the open instances given as ``init_*`` (partition, stage, number of rows, and
+    their rows and variables concatenated; grouped by partition, in stage order) and
+    ``emitted[j]`` matches emitted before. With a window, an instance is dropped at a row
+    ``r >= horizon[its first row]`` (a CUMULATIVE stage-1 aggregate drops its rows one by
+    one) and rows without an order value (``present``) are ignored.
+
+    Returns the matches (partition, number, rows' count; rows and variables
+    concatenated), the open instances at the end (as ``init_*``), and per partition the
+    matches emitted and the next row to process."""
+    n_parts = len(bounds) - 1
+    pool_r = np.empty(64, dtype=np.int64)
+    pool_l = np.empty(64, dtype=np.int64)
+    n_pool = 0
+    inst_off = np.empty(16, dtype=np.int64)
+    inst_len = np.empty(16, dtype=np.int64)
+    n_inst = 0
+    cap = 16
+    queue = np.empty((k, cap), dtype=np.int64)
+    head = np.zeros(k, dtype=np.int64)
+    tail = np.zeros(k, dtype=np.int64)
+    pend = np.empty(16, dtype=np.int64)
+    m_part = np.empty(16, dtype=np.int64)
+    m_num = np.empty(16, dtype=np.int64)
+    m_len = np.empty(16, dtype=np.int64)
+    m_rows = np.empty(16, dtype=np.int64)
+    m_labs = np.empty(16, dtype=np.int64)
+    n_m = 0
+    n_mr = 0
+    f_part = np.empty(16, dtype=np.int64)
+    f_stage = np.empty(16, dtype=np.int64)
+    f_len = np.empty(16, dtype=np.int64)
+    f_rows = np.empty(16, dtype=np.int64)
+    f_labs = np.empty(16, dtype=np.int64)
+    n_f = 0
+    n_fr = 0
+    numbers = emitted.copy()
+    stops = np.zeros(n_parts, dtype=np.int64)
+    c = 0  # next initial instance
+    c_row = 0
+    for j in range(n_parts):
+        gc_at = 4096
+        lo = bounds[j]
+        end = max(lo, bounds[j + 1] - ahead)
+        head[:] = 0
+        tail[:] = 0
+        n_pool = 0
+        n_inst = 0
+        while c < len(init_part) and init_part[c] == j:
+            length = init_len[c]
+            pool_r = _grow(pool_r, n_pool + length)
+            pool_l = _grow(pool_l, n_pool + length)
+            pool_r[n_pool:n_pool + length] = init_rows[c_row:c_row + length]
+            pool_l[n_pool:n_pool + length] = init_labs[c_row:c_row + length]
+            inst_off = _grow(inst_off, n_inst + 1)
+            inst_len = _grow(inst_len, n_inst + 1)
+            inst_off[n_inst] = n_pool
+            inst_len[n_inst] = length
+            s = init_stage[c]
+            if tail[s] == cap:
+                bigger = np.empty((k, 2 * cap), dtype=np.int64)
+                bigger[:, :cap] = queue
+                queue = bigger
+                cap *= 2
+            queue[s, tail[s]] = n_inst
+            tail[s] += 1
+            n_inst += 1
+            n_pool += length
+            c_row += length
+            c += 1
+        number = numbers[j]
+        for r in range(first[j], end):
+            if has_window:
+                if not present[r]:
+                    continue
+                for s in range(1, k):
+                    w = head[s]
+                    for q in range(head[s], tail[s]):
+                        i = queue[s, q]
+                        off = inst_off[i]
+                        length = inst_len[i]
+                        if mode == CUMULATIVE and s == 1:
+                            kept = 0
+                            for x in range(off, off + length):
+                                if r < horizon[pool_r[x]]:
+                                    kept += 1
+                            if kept == 0:
+                                continue
+                            if kept < length:  # a new instance of the rows kept
+                                pool_r = _grow(pool_r, n_pool + kept)
+                                pool_l = _grow(pool_l, n_pool + kept)
+                                at = n_pool
+                                for x in range(off, off + length):
+                                    if r < horizon[pool_r[x]]:
+                                        pool_r[at] = pool_r[x]
+                                        pool_l[at] = pool_l[x]
+                                        at += 1
+                                inst_off = _grow(inst_off, n_inst + 1)
+                                inst_len = _grow(inst_len, n_inst + 1)
+                                inst_off[n_inst] = n_pool
+                                inst_len[n_inst] = kept
+                                n_pool += kept
+                                i = n_inst
+                                n_inst += 1
+                        elif r >= horizon[pool_r[off]]:
+                            continue
+                        queue[s, w] = i
+                        w += 1
+                    tail[s] = w
+            # ---- the row's role: terminator of the highest stage that takes it, else
+            # initiator; the new instances to deliver to stage `target` go to `pend`
+            n_pend = 0
+            target = -1
+            b = bits[r]
+            for s in range(k - 1, 0, -1):
+                if head[s] == tail[s] or not (b >> np.uint64(s)) & np.uint64(1):
+                    continue
+                if mode == FIRST and s + 1 < k and head[s + 1] < tail[s + 1]:
+                    continue  # the next stage is taken: the row does not play this role
+                take = tail[s] - head[s] if mode == CONTINUOUS else 1
+                pend = _grow(pend, take)
+                for q in range(head[s], head[s] + take):
+                    i = queue[s, q]
+                    off = inst_off[i]
+                    length = inst_len[i]
+                    pool_r = _grow(pool_r, n_pool + length + 1)
+                    pool_l = _grow(pool_l, n_pool + length + 1)
+                    pool_r[n_pool:n_pool + length] = pool_r[off:off + length]
+                    pool_l[n_pool:n_pool + length] = pool_l[off:off + length]
+                    pool_r[n_pool + length] = r
+                    pool_l[n_pool + length] = s
+                    inst_off = _grow(inst_off, n_inst + 1)
+                    inst_len = _grow(inst_len, n_inst + 1)
+                    inst_off[n_inst] = n_pool
+                    inst_len[n_inst] = length + 1
+                    n_pool += length + 1
+                    pend[n_pend] = n_inst
+                    n_pend += 1
+                    n_inst += 1
+                head[s] += take
+                if head[s] == tail[s]:
+                    head[s] = 0
+                    tail[s] = 0
+                target = s + 1
+                break
+            if target < 0:
+                if mode == FIRST and head[1] < tail[1]:
+                    continue  # later initiators wait until the first one is consumed
+                if not b & np.uint64(1):
+                    continue
+                pool_r = _grow(pool_r, n_pool + 1)
+                pool_l = _grow(pool_l, n_pool + 1)
+                pool_r[n_pool] = r
+                pool_l[n_pool] = 0
+                inst_off = _grow(inst_off, n_inst + 1)
+                inst_len = _grow(inst_len, n_inst + 1)
+                inst_off[n_inst] = n_pool
+                inst_len[n_inst] = 1
+                n_pool += 1
+                pend = _grow(pend, 1)
+                pend[0] = n_inst
+                n_pend = 1
+                n_inst += 1
+                target = 1
+            # ---- deliver
+            for p in range(n_pend):
+                i = pend[p]
+                off = inst_off[i]
+                length = inst_len[i]
+                if target == k:  # a match
+                    number += 1
+                    m_part = _grow(m_part, n_m + 1)
+                    m_num = _grow(m_num, n_m + 1)
+                    m_len = _grow(m_len, n_m + 1)
+                    m_rows = _grow(m_rows, n_mr + length)
+                    m_labs = _grow(m_labs, n_mr + length)
+                    m_part[n_m] = j
+                    m_num[n_m] = number
+                    m_len[n_m] = length
+                    m_rows[n_mr:n_mr + length] = pool_r[off:off + length]
+                    m_labs[n_mr:n_mr + length] = pool_l[off:off + length]
+                    n_m += 1
+                    n_mr += length
+                    continue
+                s = target
+                if mode == RECENT or mode == FIRST:
+                    head[s] = 0
+                    tail[s] = 0
+                elif mode == CUMULATIVE and head[s] < tail[s]:
+                    # merged (sorted by row) into the aggregate instance there
+                    i0 = queue[s, head[s]]
+                    off0 = inst_off[i0]
+                    len0 = inst_len[i0]
+                    pool_r = _grow(pool_r, n_pool + len0 + length)
+                    pool_l = _grow(pool_l, n_pool + len0 + length)
+                    a = off0
+                    z = off
+                    at = n_pool
+                    while a < off0 + len0 or z < off + length:
+                        if z == off + length or (a < off0 + len0 and pool_r[a] < pool_r[z]):
+                            pool_r[at] = pool_r[a]
+                            pool_l[at] = pool_l[a]
+                            a += 1
+                        else:
+                            pool_r[at] = pool_r[z]
+                            pool_l[at] = pool_l[z]
+                            z += 1
+                        at += 1
+                    inst_off = _grow(inst_off, n_inst + 1)
+                    inst_len = _grow(inst_len, n_inst + 1)
+                    inst_off[n_inst] = n_pool
+                    inst_len[n_inst] = len0 + length
+                    n_pool += len0 + length
+                    queue[s, head[s]] = n_inst
+                    n_inst += 1
+                    continue
+                if tail[s] == cap:
+                    if head[s] > 0:
+                        live = tail[s] - head[s]
+                        queue[s, :live] = queue[s, head[s]:tail[s]].copy()
+                        head[s] = 0
+                        tail[s] = live
+                    else:
+                        bigger = np.empty((k, 2 * cap), dtype=np.int64)
+                        bigger[:, :cap] = queue
+                        queue = bigger
+                        cap *= 2
+                queue[s, tail[s]] = i
+                tail[s] += 1
+            # ---- keep the pool small: copy the open instances out when it has grown
+            if n_pool > gc_at:
+                live = 0
+                for s in range(1, k):
+                    for q in range(head[s], tail[s]):
+                        live += inst_len[queue[s, q]]
+                if 2 * live < n_pool:
+                    new_r = np.empty(max(64, 2 * live), dtype=np.int64)
+                    new_l = np.empty(max(64, 2 * live), dtype=np.int64)
+                    new_off = np.empty(16, dtype=np.int64)
+                    new_len = np.empty(16, dtype=np.int64)
+                    at = 0
+                    n_new = 0
+                    for s in range(1, k):
+                        for q in range(head[s], tail[s]):
+                            i = queue[s, q]
+                            off = inst_off[i]
+                            length = inst_len[i]
+                            new_r[at:at + length] = pool_r[off:off + length]
+                            new_l[at:at + length] = pool_l[off:off + length]
+                            new_off = _grow(new_off, n_new + 1)
+                            new_len = _grow(new_len, n_new + 1)
+                            new_off[n_new] = at
+                            new_len[n_new] = length
+                            queue[s, q] = n_new
+                            n_new += 1
+                            at += length
+                    pool_r, pool_l, inst_off, inst_len = new_r, new_l, new_off, new_len
+                    n_pool = at
+                    n_inst = n_new
+                gc_at = max(4096, 2 * n_pool)
+        numbers[j] = number
+        stops[j] = max(end, first[j])
+        for s in range(1, k):  # the open instances at the end
+            for q in range(head[s], tail[s]):
+                i = queue[s, q]
+                off = inst_off[i]
+                length = inst_len[i]
+                f_part = _grow(f_part, n_f + 1)
+                f_stage = _grow(f_stage, n_f + 1)
+                f_len = _grow(f_len, n_f + 1)
+                f_rows = _grow(f_rows, n_fr + length)
+                f_labs = _grow(f_labs, n_fr + length)
+                f_part[n_f] = j
+                f_stage[n_f] = s
+                f_len[n_f] = length
+                f_rows[n_fr:n_fr + length] = pool_r[off:off + length]
+                f_labs[n_fr:n_fr + length] = pool_l[off:off + length]
+                n_f += 1
+                n_fr += length
+    return (m_part[:n_m], m_num[:n_m], m_len[:n_m], m_rows[:n_mr], m_labs[:n_mr],
+            f_part[:n_f], f_stage[:n_f], f_len[:n_f], f_rows[:n_fr], f_labs[:n_fr],
+            numbers, stops)

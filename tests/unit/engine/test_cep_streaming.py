@@ -286,8 +286,15 @@ def consumption_cases(draw: st.DrawFn) -> tuple[str, pd.DataFrame]:
 @given(consumption_cases(), st.lists(st.integers(0, 20), max_size=4), st.booleans())
 def test_incremental_consumption_agrees_with_whole_table(
         case: tuple[str, pd.DataFrame], cuts: list[int], restore: bool) -> None:
+    """Batch and incremental (random batches, state saved and restored) against the
+    general matcher (cep_core.runtime.consumption): row-local DEFINEs run on the
+    compiled kernel (cep_core.runtime.kernel.consume), the others on the general one."""
     query, df = case
-    assert _stream(query, df, cuts, restore) == _whole(query, df)
+    general = cep_core.compile_query(query, engine="general")
+    expected = general.find_matches(df)
+    assert _whole(query, df) == expected
+    assert _stream(query, df, cuts, restore) == expected
+    assert _records(cep_core.compile_query(query).run(df)) == _records(general.run(df))
     _assert_same_table(query, df, cuts, restore)
 
 

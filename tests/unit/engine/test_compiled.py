@@ -166,6 +166,31 @@ def test_selection_strategies_run_compiled(tail: str, expected: str) -> None:
     assert q.find_matches(df) == general.find_matches(df) != []
 
 
+@pytest.mark.parametrize("mode", ["RECENT", "FIRST", "CHRONICLE", "CUMULATIVE",
+                                  "CONTINUOUS"])
+def test_consumption_runs_compiled(mode: str) -> None:
+    """CONSUMPTION with row-local DEFINEs runs on the kernel (kernel.consume), batch and
+    incremental; many open instances (CHRONICLE, CONTINUOUS) and a growing aggregate
+    (CUMULATIVE) over 3,000 rows give the general matcher's matches. A DEFINE that reads
+    the match so far keeps the general matcher."""
+    text = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES "
+            "FIRST(A.ts) AS a, LAST(C.ts) AS c, COUNT(*) AS n PATTERN (A B C) WITHIN 400 "
+            f"SKIP TILL NEXT MATCH CONSUMPTION {mode} DEFINE A AS v < 3, B AS v = 5, "
+            "C AS v > PREV(v) AND v >= 8)")
+    q = cep_core.compile_query(text)
+    assert q.plan == f"compiled: CONSUMPTION {mode}; WITHIN 400; SKIP TILL NEXT MATCH", q.plan
+    n = 3000
+    df = pd.DataFrame({"p": ["x", "y"] * (n // 2), "ts": range(n),
+                       "v": [(i * 7919) % 11 for i in range(n)]})
+    general = cep_core.compile_query(text, engine="general")
+    expected = general.find_matches(df)
+    assert q.find_matches(df) == expected != []
+    assert _incremental(text, df, [700, 701, 2000]) == sorted(expected, key=_order)
+    other = cep_core.compile_query(text.replace("B AS v = 5", "B AS v = 5 AND v > A.v"))
+    assert other.plan == ("general: CONSUMPTION with a DEFINE that reads the match so "
+                          "far"), other.plan
+
+
 @pytest.mark.parametrize("define", [
     "B AS B.v > A.v",  # Trino / Oracle: another variable's value (its last row, RUNNING)
     "B AS v < PREV(v) AND FIRST(A.v) <= v + 3, C AS v > LAST(B.v)",
