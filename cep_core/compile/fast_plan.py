@@ -19,9 +19,11 @@ UNMATCHED ROWS run on the compiled automaton, and so do DEFINEs that are an AND 
 row-local conditions and conditions on a running value ``value op row-local``
 (:class:`AggCheck`, checked per thread by the kernel), the value an aggregate
 ``AGG(column)`` or navigation ``V.column`` (another variable), ``FIRST(column)``,
-``LAST(column)``. CONSUMPTION modes whose DEFINEs are row-local run on the kernel's
-consumption loop (:func:`cep_core.runtime.kernel.consume`). EMIT TIMEOUTS, negation,
-CONSUMPTION with a DEFINE that reads the match so far, other navigation and aggregates,
+``LAST(column)``. Negation (NOT v) with row-local DEFINEs runs on the automaton too (its
+states carry the negated variables); CONSUMPTION modes whose DEFINEs are row-local on the
+kernel's consumption loop (:func:`cep_core.runtime.kernel.consume`). EMIT TIMEOUTS,
+negation or CONSUMPTION with a DEFINE that reads the match so far, other navigation and
+aggregates,
 CLASSIFIER and MATCH_NUMBER in DEFINE run on the general matcher
 (:mod:`cep_core.runtime.matcher`, :mod:`cep_core.runtime.consumption`).
 """
@@ -144,6 +146,8 @@ class FastPlan:
                      "ROWS"}.get(rows, "")
             if m.selection != "STRICT":
                 extra += f"; SKIP TILL {m.selection} MATCH"
+            if any(isinstance(node, ast.Negation) for node in ast.pattern_nodes(m.pattern)):
+                extra += "; negation"
             funcs = {c.func for c in self.agg_checks}
             if funcs - {"FIRST", "LAST"}:
                 extra += "; aggregates in DEFINE"
@@ -199,8 +203,6 @@ def _ineligible(q: CompiledQuery) -> str | None:
     m = q.match
     if getattr(m, "emit_timeouts", False):
         return "EMIT TIMEOUTS"
-    if any(isinstance(node, ast.Negation) for node in ast.pattern_nodes(m.pattern)):
-        return "negation (NOT) in PATTERN"
     if len(q.variables) > MAX_VARIABLES:
         return f"more than {MAX_VARIABLES} pattern variables"
     if len(q.program.code) > MAX_PROGRAM:
@@ -213,6 +215,9 @@ def _ineligible(q: CompiledQuery) -> str | None:
                 return f"DEFINE {d.var}: {why}"
     if m.consumption is not None and _has_aggregates(q):
         return "CONSUMPTION with a DEFINE that reads the match so far"
+    if (any(isinstance(node, ast.Negation) for node in ast.pattern_nodes(m.pattern))
+            and _has_aggregates(q)):
+        return "negation (NOT) in PATTERN with a DEFINE that reads the match so far"
     return None
 
 

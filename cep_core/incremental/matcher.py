@@ -664,7 +664,7 @@ class IncrementalMatcher:
         o_start, o_end, o_num, o_unm, o_lab, bad, stops = run_kernel(
             automaton, bits, bounds, horizon, bound.skip, unmatched, first=first,
             covered=covered, begin=begin, open_=open_, selection=self.compiled.match.selection,
-            aggs=aggs, ahead=ahead)
+            aggs=aggs, ahead=ahead, present=fb.present(work) if automaton.negation else None)
         if bad == TOO_MANY_THREADS:
             return None  # nothing emitted yet: the general matcher runs this feed
         part_of = np.searchsorted(np.asarray(bounds[1:], dtype=np.int64), o_start,

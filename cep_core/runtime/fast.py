@@ -360,7 +360,8 @@ class _FastBound:
         skip = bound.skip
         o_start, o_end, o_num, o_unm, o_lab, bad, _ = run_kernel(
             automaton, bits, bounds, horizon, skip, q.match.rows_per_match == "ALL UNMATCHED",
-            selection=q.match.selection, aggs=aggs)
+            selection=q.match.selection, aggs=aggs,
+            present=self.present(work) if automaton.negation else None)
         if bad == TOO_MANY_THREADS:
             return None
         if bad >= 0:
@@ -395,11 +396,16 @@ class _FastBound:
         if inputs is None:
             return None
         bits, horizon, _ = inputs
+        return bits, horizon, self.present(work)
+
+    def present(self, work: Any) -> np.ndarray | None:
+        """With WITHIN, whether each of the sorted rows ``work`` has an order value (after
+        :meth:`kernel_inputs` succeeded on them); else None."""
         if self.window_column is None:
-            return bits, None, None
+            return None
         values = _order_values(work[self.window_column])
         assert values is not None  # kernel_inputs read it
-        return bits, horizon, ~values[1]
+        return ~values[1]
 
     def kernel_inputs(self, work: Any, n: int, bounds: list[int]) -> tuple[
             np.ndarray, np.ndarray | None, tuple[np.ndarray, ...] | None] | None:
@@ -1244,7 +1250,8 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
                skip: SkipPolicy, report_unmatched: bool, first: list[int] | None = None,
                covered: list[int] | None = None, begin: list[int] | None = None,
                open_: bool = False, selection: str = "STRICT",
-               aggs: tuple[np.ndarray, ...] | None = None, ahead: int = 0) -> tuple[Any, ...]:
+               aggs: tuple[np.ndarray, ...] | None = None, ahead: int = 0,
+               present: np.ndarray | None = None) -> tuple[Any, ...]:
     """:func:`cep_core.runtime.kernel.run` over the partitions ``bounds`` (defaults: every
     partition from its first row, '^' there, closed); returns its results and the stop
     row per partition. Each match's labels cover its rows ``start..end-1``; under SKIP
@@ -1253,7 +1260,9 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
     conditions (:meth:`_FastBound.kernel_inputs`); the bad record index is then
     ``TOO_MANY_THREADS`` if the kernel gave up (the general matcher must run). ``ahead``
     (with ``open_``): the rows at the end of each partition whose conditions read rows
-    that have not arrived (NEXT); no attempt uses them, the first one that would waits."""
+    that have not arrived (NEXT); no attempt uses them, the first one that would waits.
+    ``present`` (with WITHIN): whether each row has an order value (a trailing NOT reads
+    it)."""
     from . import kernel
 
     b = np.asarray(bounds if len(bounds) > 1 else [0, 0], dtype=np.int64)
@@ -1274,7 +1283,10 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
                      np.int64(mask_bits), report_unmatched, kernel.MEMO_LIMIT, arr(first),
                      arr(covered), arr(begin), open_, automaton.touches_end, stops,
                      None if selection == "STRICT" else kernel.SELECTIONS[selection], aggs,
-                     kernel.MAX_AGG_THREADS, ahead if open_ else 0)
+                     kernel.MAX_AGG_THREADS, ahead if open_ else 0,
+                     (automaton.guard, automaton.accept_guard,
+                      np.ones(len(bits), dtype=np.bool_) if present is None else present)
+                     if automaton.negation else None)
     return (*out, stops)
 
 

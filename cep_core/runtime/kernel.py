@@ -37,6 +37,12 @@ Navigation in DEFINE (``B AS x > A.x``, ``x >= FIRST(x)``: the value of a column
 first / last row of a variable so far) is carried the same way, as the aggregates FIRST
 and LAST (a NULL value is kept as NaN, which the fast path reads as NULL anyway).
 
+Negation (``NOT v``, SKIP TILL): a state carries the variables negated before it
+(:mod:`cep_core.compile.nfa`); a thread waiting in it dies at a row that satisfies one of
+them, and an ACCEPT after a trailing ``NOT`` holds only if no row after the match inside
+the window satisfies it (:func:`_trailing`; otherwise the next target is tried, as the
+backtracking matcher tries its next path).
+
 CONSUMPTION modes (:func:`consume`) are not an automaton: the open instances of
 :mod:`cep_core.runtime.consumption` are kept per stage as queues of instances (rows in a
 pool, never modified in place), for DEFINEs that read only the row (its condition bits):
@@ -198,12 +204,33 @@ def _aggregates_hold(v: int, pos: int, acc: np.ndarray, cnt: np.ndarray, out_acc
 
 
 @njit(cache=True)
+def _trailing(bits: np.ndarray, present: np.ndarray, mask: np.uint64, start: int, pos: int,
+              hi: int, horizon: np.ndarray, has_window: bool) -> int:  # pragma: no cover
+    """A trailing ``NOT`` (variables ``mask``) after a match of rows ``start..pos-1``: 0 if
+    a row after it inside the window (rows ``pos..``, up to the window's end) satisfies
+    one of them, 1 if none does and the window has passed (a later row with an order value
+    lies beyond it), 2 if none does so far but the window reaches the last row ``hi - 1``
+    (incremental matching waits; at the end of the input the match holds). Rows without an
+    order value are not checked."""
+    if mask == 0 or not has_window or not present[start]:
+        return 1
+    end = min(hi, horizon[start])
+    for r in range(pos, end):
+        if present[r] and (bits[r] & mask) != 0:
+            return 0
+    if end < hi and present[end]:
+        return 1
+    return 2
+
+
+@njit(cache=True)
 def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: bool,
         state_var: np.ndarray, ptr: np.ndarray, targets: np.ndarray, skip_kind: int,
         skip_mask: np.int64, report_unmatched: bool, memo_limit: int,
         first: np.ndarray, covered_from: np.ndarray, begin: np.ndarray, open_: bool,
         touches_end: np.ndarray, stops: np.ndarray, selection: int | None,
-        aggs: tuple[np.ndarray, ...] | None, max_threads: int, ahead: int
+        aggs: tuple[np.ndarray, ...] | None, max_threads: int, ahead: int,
+        neg: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                    int]:  # pragma: no cover - compiled
     """Matches of every partition ``bounds[j]..bounds[j+1]-1``, from its row ``first[j]``
@@ -233,7 +260,12 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     the addend and factor), the sign of the value, the addend and the factor per row (the
     left side is ``sign * (value * factor) + addend``). If a step
     needs more than ``max_threads`` threads, matching stops and the bad record index is -2
-    (the caller runs the general matcher)."""
+    (the caller runs the general matcher).
+
+    ``neg`` (negation, :mod:`cep_core.compile.nfa`; None: none, numba compiles without
+    it): per state the variables (bit mask) a row it skips may not satisfy, per ACCEPT
+    target ``n_states + i`` those of a trailing NOT (:func:`_trailing`), and per row
+    whether it has an order value."""
     n_states = len(state_var)
     accept = n_states
     o_start = np.empty(16, dtype=np.int64)
@@ -304,7 +336,14 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
             i = case
             for t_i in range(ptr[i], ptr[i + 1]):
                 t = targets[t_i]
-                if t == accept:
+                if t >= accept:
+                    if neg is not None:
+                        verdict = _trailing(bits, neg[2], neg[1][t - accept], start, pos, hi,
+                                            horizon, has_window)
+                        if verdict == 0:
+                            continue
+                        if verdict == 2 and open_:
+                            touched = True
                     best_end = pos
                     best_node = -1
                     break
@@ -357,7 +396,15 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                             accepted = False
                             for t_i in range(ptr[i], ptr[i + 1]):
                                 t = targets[t_i]
-                                if t == accept:
+                                if t >= accept:
+                                    if neg is not None:
+                                        verdict = _trailing(bits, neg[2], neg[1][t - accept],
+                                                            start, pos + 1, hi, horizon,
+                                                            has_window)
+                                        if verdict == 0:
+                                            continue  # the trailing NOT fails this path
+                                        if verdict == 2 and open_:
+                                            touched = True
                                     best_end = pos + 1
                                     best_node = node
                                     accepted = True
@@ -383,7 +430,10 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                                 continue
                         # SKIP TILL NEXT / ANY MATCH: wait in s for a later row (the row
                         # fails; under ANY also when it holds, as the alternative less
-                        # preferred than taking it)
+                        # preferred than taking it) -- unless the row satisfies a variable
+                        # negated before s (NOT v: it may not be skipped over)
+                        if neg is not None and (b & neg[0][s]) != 0:
+                            continue
                         if aggs is None:
                             if _enter(memo, marks, failed, stamp,
                                       (pos + 1 - lo) * n_states + s, s, start, step):

@@ -1,6 +1,7 @@
 """The compiled automaton (cep_core.compile.nfa + cep_core.runtime.kernel) against the
 general backtracking matcher: random patterns (alternation, groups, PERMUTE, anchors,
-exclusion, nested and reluctant quantifiers), skip modes, rows per match, WITHIN, the
+exclusion, nested and reluctant quantifiers; negation NOT v between terms and trailing),
+skip modes, rows per match, WITHIN, the
 selection strategies (SKIP TILL NEXT / ANY MATCH), aggregates and navigation to other rows
 of the match (``B.x > A.x``, ``FIRST(x)``) in DEFINE over random data must give the same
 matches, rows, measures and errors, batch and incremental (also with NEXT). Also the bound
@@ -74,8 +75,13 @@ def cases(draw: st.DrawFn) -> tuple[str, pd.DataFrame]:
         pattern = "^ " + pattern
     if draw(st.integers(0, 5)) == 0:
         pattern = pattern + " $"
-    used = [v for v in "ABC" if v in pattern]
-    conditions = CONDITIONS + (AGG_CONDITIONS if draw(st.booleans()) else [])
+    elif draw(st.integers(0, 4)) == 0:
+        # negation (NOT D): between two terms (needs SKIP TILL) or trailing (needs WITHIN);
+        # invalid combinations are compile errors (skipped below)
+        pattern = f"({pattern}) NOT D" + draw(st.sampled_from(["", " C", " (A | B)+", " B*? C"]))
+    used = [v for v in "ABCD" if v in pattern]
+    negation = "NOT D" in pattern  # (with row-local DEFINEs only on the kernel)
+    conditions = CONDITIONS + (AGG_CONDITIONS if draw(st.booleans()) and not negation else [])
     defines = {v: draw(st.sampled_from(conditions)) for v in used if draw(st.booleans())}
     measures = draw(st.lists(st.sampled_from(
         [m for m in MEASURES if all(f"{x}." not in m for x in "ABC" if x not in used)]),
@@ -85,10 +91,10 @@ def cases(draw: st.DrawFn) -> tuple[str, pd.DataFrame]:
     rows = draw(st.sampled_from(ROWS))
     if "{-" in pattern and "UNMATCHED" in rows:
         rows = "ALL ROWS PER MATCH"
-    within = draw(st.sampled_from(["", "", "", "3", "8"]))
+    within = draw(st.sampled_from(["3", "8"] if negation else ["", "", "", "3", "8"]))
     # SKIP TILL NEXT / ANY MATCH: a thread that has a row waits in its state for a later one
     selection = draw(st.sampled_from(["", "", "", " SKIP TILL NEXT MATCH",
-                                      " SKIP TILL ANY MATCH"]))
+                                      " SKIP TILL ANY MATCH"][2 * negation:]))
     partition = draw(st.booleans())
     n = draw(st.integers(0, 30))
     values = draw(st.lists(st.one_of(st.integers(0, 4), st.none()) if draw(st.booleans())
