@@ -20,10 +20,10 @@ row-local conditions and conditions on a running value ``value op row-local``
 (:class:`AggCheck`, checked per thread by the kernel), the value an aggregate
 ``AGG(column)`` or navigation ``V.column`` (another variable), ``FIRST(column)``,
 ``LAST(column)``. Negation (NOT v) with row-local DEFINEs runs on the automaton too (its
-states carry the negated variables); CONSUMPTION modes whose DEFINEs are row-local on the
-kernel's consumption loop (:func:`cep_core.runtime.kernel.consume`). EMIT TIMEOUTS,
-negation or CONSUMPTION with a DEFINE that reads the match so far, other navigation and
-aggregates,
+states carry the negated variables); CONSUMPTION modes (DEFINEs as above) on the
+kernel's consumption loop (:func:`cep_core.runtime.kernel.consume`, with the aggregate
+and navigation conditions above evaluated per instance). EMIT TIMEOUTS, negation with a
+DEFINE that reads the match so far, other navigation and aggregates,
 CLASSIFIER and MATCH_NUMBER in DEFINE run on the general matcher
 (:mod:`cep_core.runtime.matcher`, :mod:`cep_core.runtime.consumption`).
 """
@@ -213,8 +213,6 @@ def _ineligible(q: CompiledQuery) -> str | None:
             why = _define_problem(c, d.var)
             if why is not None and _agg_check(c, index[d.var], q) is None:
                 return f"DEFINE {d.var}: {why}"
-    if m.consumption is not None and _has_aggregates(q):
-        return "CONSUMPTION with a DEFINE that reads the match so far"
     if (any(isinstance(node, ast.Negation) for node in ast.pattern_nodes(m.pattern))
             and _has_aggregates(q)):
         return "negation (NOT) in PATTERN with a DEFINE that reads the match so far"

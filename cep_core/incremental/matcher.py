@@ -13,7 +13,7 @@ on the whole table, and ``feed_table``/``flush_table`` give the output rows of
 attempt from it and all earlier attempts of its partition are final). CONSUMPTION modes
 process each row once it arrives, keeping the open instances of each partition in the
 store (:class:`cep_core.runtime.consumption.Consumer`, or the compiled kernel's
-:func:`cep_core.runtime.kernel.consume` when the DEFINEs are row-local).
+:func:`cep_core.runtime.kernel.consume` when the batch engine uses it).
 
 With ``capacity`` set, at most that many partition keys stay in memory between feeds; the
 others are spilled to local disk and read back when a batch touches them (TPM or STPM
@@ -603,7 +603,7 @@ class IncrementalMatcher:
         completed (to emit), the next row to process and the first row the open instances
         still use; the partition states are updated. With NEXT (reaching ``ahead`` rows)
         the last ``ahead`` rows of an open partition wait for the rows after them."""
-        _, _, bits, horizon, present, ahead = kernel
+        _, _, bits, horizon, present, aggs, ahead = kernel
         nparts = len(bounds) - 1
         first = list(bounds[1:])
         emitted = [0] * nparts
@@ -621,7 +621,7 @@ class IncrementalMatcher:
                          for stage in state.stages]
         mode = self.compiled.match.consumption or ""
         found, left, numbers, stops = consume_partitions(
-            mode, len(self.compiled.variables), (bits, horizon, present), bounds, first,
+            mode, len(self.compiled.variables), (bits, horizon, present, aggs), bounds, first,
             emitted, stages, ahead if open_ else 0)
         out = []
         for j, (_, _, _, _, state) in zip(where, todo, strict=True):

@@ -389,14 +389,16 @@ class _FastBound:
         return _KernelResult(self, df, work, positions, bounds, None, None, found)
 
     def consume_inputs(self, work: Any, n: int, bounds: list[int]) -> tuple[
-            np.ndarray, np.ndarray | None, np.ndarray | None] | None:
-        """:meth:`kernel_inputs` for CONSUMPTION: the condition bits, and with WITHIN the
-        window's end row per row and whether the row has an order value."""
+            np.ndarray, np.ndarray | None, np.ndarray | None,
+            tuple[np.ndarray, ...] | None] | None:
+        """:meth:`kernel_inputs` for CONSUMPTION: the condition bits, with WITHIN the
+        window's end row per row and whether the row has an order value, and the
+        aggregate conditions."""
         inputs = self.kernel_inputs(work, n, bounds)
         if inputs is None:
             return None
-        bits, horizon, _ = inputs
-        return bits, horizon, self.present(work)
+        bits, horizon, aggs = inputs
+        return bits, horizon, self.present(work), aggs
 
     def present(self, work: Any) -> np.ndarray | None:
         """With WITHIN, whether each of the sorted rows ``work`` has an order value (after
@@ -1291,7 +1293,8 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
 
 
 def consume_partitions(mode: str, k: int, inputs: tuple[np.ndarray, np.ndarray | None,
-                                                np.ndarray | None],
+                                                np.ndarray | None,
+                                                tuple[np.ndarray, ...] | None],
                        bounds: list[int], first: list[int], emitted: list[int],
                        stages: list[list[list[tuple[list[int], list[int]]]]], ahead: int = 0
                        ) -> tuple[list[list[RawMatch]], list[list[list[tuple[list[int],
@@ -1320,7 +1323,7 @@ def consume_partitions(mode: str, k: int, inputs: tuple[np.ndarray, np.ndarray |
                 init_len.append(len(rows))
                 init_rows += rows
                 init_labs += labs
-    bits, horizon, present = inputs
+    bits, horizon, present, aggs = inputs
 
     def arr(values: list[int]) -> np.ndarray:
         return np.asarray(values, dtype=np.int64)
@@ -1330,7 +1333,7 @@ def consume_partitions(mode: str, k: int, inputs: tuple[np.ndarray, np.ndarray |
                          np.zeros(0, dtype=np.bool_) if present is None else present,
                          horizon is not None, kernel.MODES[mode], k, arr(first), ahead,
                          arr(init_part), arr(init_stage), arr(init_len), arr(init_rows),
-                         arr(init_labs), arr(emitted))
+                         arr(init_labs), arr(emitted), aggs)
     (m_part, m_num, m_len, m_rows, m_labs, f_part, f_stage, f_len, f_rows, f_labs,
      numbers, stops) = (a.tolist() for a in out)
     found: list[list[RawMatch]] = [[] for _ in range(nparts)]

@@ -45,9 +45,8 @@ backtracking matcher tries its next path).
 
 CONSUMPTION modes (:func:`consume`) are not an automaton: the open instances of
 :mod:`cep_core.runtime.consumption` are kept per stage as queues of instances (rows in a
-pool, never modified in place), for DEFINEs that read only the row (its condition bits):
-whether a row extends an instance then does not depend on the instance, so a terminator
-takes the first instance of its stage (every one under CONTINUOUS).
+pool, never modified in place); a row extends an instance if its condition bit is set and
+the DEFINE's aggregate / navigation conditions hold over the instance's rows and the row.
 
 This module imports numba; it is only imported when a query runs on the kernel.
 """
@@ -538,6 +537,23 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     return o_start[:n_out], o_end[:n_out], o_num[:n_out], o_unm[:n_out], o_lab[:n_lab], -1
 
 
+@njit(cache=True)
+def _instance_holds(v: int, r: int, off: int, length: int, pool_r: np.ndarray,
+                    pool_l: np.ndarray, aggs: tuple[np.ndarray, ...], acc: np.ndarray,
+                    cnt: np.ndarray, out_acc: np.ndarray,
+                    out_cnt: np.ndarray) -> bool:  # pragma: no cover - compiled
+    """Whether the aggregate conditions of ``v``'s DEFINE hold for row ``r`` mapped to
+    ``v`` after the instance whose rows and variables are ``pool_r/pool_l[off:off +
+    length]`` (their running aggregates, as a thread of :func:`run` carries them)."""
+    acc[:] = 0.0
+    cnt[:] = 0
+    for x in range(off, off + length):
+        _aggregates_hold(pool_l[x], pool_r[x], acc, cnt, out_acc, out_cnt, aggs)
+        acc[:] = out_acc
+        cnt[:] = out_cnt
+    return _aggregates_hold(v, r, acc, cnt, out_acc, out_cnt, aggs)
+
+
 # Consumption modes as :func:`consume` takes them.
 RECENT, FIRST, CHRONICLE, CUMULATIVE, CONTINUOUS = 0, 1, 2, 3, 4
 MODES = {"RECENT": RECENT, "FIRST": FIRST, "CHRONICLE": CHRONICLE, "CUMULATIVE": CUMULATIVE,
@@ -548,17 +564,20 @@ MODES = {"RECENT": RECENT, "FIRST": FIRST, "CHRONICLE": CHRONICLE, "CUMULATIVE":
 def consume(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, present: np.ndarray,
             has_window: bool, mode: int, k: int, first: np.ndarray, ahead: int,
             init_part: np.ndarray, init_stage: np.ndarray, init_len: np.ndarray,
-            init_rows: np.ndarray, init_labs: np.ndarray, emitted: np.ndarray
+            init_rows: np.ndarray, init_labs: np.ndarray, emitted: np.ndarray,
+            aggs: tuple[np.ndarray, ...] | None = None
             ) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
     """CONSUMPTION ``mode`` over the partitions ``bounds[j]..bounds[j+1]-1`` for
-    ``PATTERN (V0 .. V(k-1))`` whose DEFINEs are row-local (bit ``v`` of ``bits[r]``): the
-    instance semantics of :mod:`cep_core.runtime.consumption`, whose conditions then do
-    not depend on the instance (a terminator takes the oldest instance under CHRONICLE,
-    every one under CONTINUOUS). Partition ``j`` is processed from row ``first[j]`` up
+    ``PATTERN (V0 .. V(k-1))`` (row-local conditions: bit ``v`` of ``bits[r]``): the
+    instance semantics of :mod:`cep_core.runtime.consumption`. Partition ``j`` is processed from row ``first[j]`` up
     to its last ``ahead`` rows (rows whose conditions read rows not arrived yet), starting
     from the open instances given as ``init_*`` (partition, stage, number of rows, and
     their rows and variables concatenated; grouped by partition, in stage order) and
-    ``emitted[j]`` matches emitted before. With a window, an instance is dropped at a row
+    ``emitted[j]`` matches emitted before. ``aggs`` (as :func:`run` takes them; None:
+    none): the DEFINEs' conditions on the match so far, evaluated over an instance's rows
+    and the row (:func:`_instance_holds`); a terminator then takes the oldest instance
+    they hold for (CHRONICLE), every such instance (CONTINUOUS, which still empties the
+    stage), or the single one if they hold. With a window, an instance is dropped at a row
     ``r >= horizon[its first row]`` (a CUMULATIVE stage-1 aggregate drops its rows one by
     one) and rows without an order value (``present``) are ignored.
 
@@ -593,6 +612,12 @@ def consume(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, present: 
     n_fr = 0
     numbers = emitted.copy()
     stops = np.zeros(n_parts, dtype=np.int64)
+    sel = np.empty(16, dtype=np.int64)
+    n_aggs = 0 if aggs is None else len(aggs[3])
+    acc = np.zeros(n_aggs, dtype=np.float64)
+    cnt = np.zeros(n_aggs, dtype=np.int64)
+    out_acc = np.zeros(n_aggs, dtype=np.float64)
+    out_cnt = np.zeros(n_aggs, dtype=np.int64)
     c = 0  # next initial instance
     c_row = 0
     for j in range(n_parts):
@@ -674,10 +699,24 @@ def consume(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, present: 
                     continue
                 if mode == FIRST and s + 1 < k and head[s + 1] < tail[s + 1]:
                     continue  # the next stage is taken: the row does not play this role
-                take = tail[s] - head[s] if mode == CONTINUOUS else 1
-                pend = _grow(pend, take)
-                for q in range(head[s], head[s] + take):
+                # the instances the row terminates (queue positions, oldest first)
+                last = tail[s] if mode == CHRONICLE or mode == CONTINUOUS else head[s] + 1
+                sel = _grow(sel, last - head[s])
+                n_sel = 0
+                for q in range(head[s], last):
                     i = queue[s, q]
+                    if aggs is None or _instance_holds(s, r, inst_off[i], inst_len[i], pool_r,
+                                                       pool_l, aggs, acc, cnt, out_acc,
+                                                       out_cnt):
+                        sel[n_sel] = q
+                        n_sel += 1
+                        if mode != CONTINUOUS:
+                            break
+                if n_sel == 0:
+                    continue
+                pend = _grow(pend, n_sel)
+                for e in range(n_sel):
+                    i = queue[s, sel[e]]
                     off = inst_off[i]
                     length = inst_len[i]
                     pool_r = _grow(pool_r, n_pool + length + 1)
@@ -694,7 +733,12 @@ def consume(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, present: 
                     pend[n_pend] = n_inst
                     n_pend += 1
                     n_inst += 1
-                head[s] += take
+                if mode == CONTINUOUS:
+                    head[s] = tail[s]  # the stage is emptied
+                else:  # the instance taken leaves the queue (the others keep their order)
+                    for q in range(sel[0], head[s], -1):
+                        queue[s, q] = queue[s, q - 1]
+                    head[s] += 1
                 if head[s] == tail[s]:
                     head[s] = 0
                     tail[s] = 0
@@ -705,6 +749,15 @@ def consume(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, present: 
                     continue  # later initiators wait until the first one is consumed
                 if not b & np.uint64(1):
                     continue
+                if aggs is not None:  # V0's DEFINE after the CUMULATIVE aggregate, if any
+                    base_off = 0
+                    base_len = 0
+                    if mode == CUMULATIVE and head[1] < tail[1]:
+                        base_off = inst_off[queue[1, head[1]]]
+                        base_len = inst_len[queue[1, head[1]]]
+                    if not _instance_holds(0, r, base_off, base_len, pool_r, pool_l, aggs, acc,
+                                           cnt, out_acc, out_cnt):
+                        continue
                 pool_r = _grow(pool_r, n_pool + 1)
                 pool_l = _grow(pool_l, n_pool + 1)
                 pool_r[n_pool] = r
