@@ -152,6 +152,8 @@ def incremental_route(compiled: CompiledQuery) -> str | None:
     :func:`lookahead` rows wait for the rows after them)."""
     if compiled._fast is None:
         return compiled.plan
+    if compiled.match.emit_timeouts:
+        return "general: EMIT TIMEOUTS (incremental)"
     if lookahead(compiled.match) is None:
         return "general: NEXT with an offset that is not a constant (incremental)"
     return None
@@ -661,7 +663,7 @@ class IncrementalMatcher:
             first[j] = start
             covered[j] = start + state.covered
             begin[j] = lo if state.trimmed == 0 else -1
-        o_start, o_end, o_num, o_unm, o_lab, bad, stops = run_kernel(
+        o_start, o_end, o_num, o_unm, o_lab, bad, _, stops = run_kernel(
             automaton, bits, bounds, horizon, bound.skip, unmatched, first=first,
             covered=covered, begin=begin, open_=open_, selection=self.compiled.match.selection,
             aggs=aggs, ahead=ahead, present=fb.present(work) if automaton.negation else None)

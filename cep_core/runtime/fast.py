@@ -358,21 +358,22 @@ class _FastBound:
         bits, horizon, aggs = inputs
         part_of_row = _part_of_row(bounds)
         skip = bound.skip
-        o_start, o_end, o_num, o_unm, o_lab, bad, _ = run_kernel(
+        timeouts = bool(q.match.emit_timeouts)
+        o_start, o_end, o_num, o_unm, o_lab, bad, o_tmo, _ = run_kernel(
             automaton, bits, bounds, horizon, skip, q.match.rows_per_match == "ALL UNMATCHED",
             selection=q.match.selection, aggs=aggs,
-            present=self.present(work) if automaton.negation else None)
+            present=self.present(work) if automaton.negation else None, timeouts=timeouts)
         if bad == TOO_MANY_THREADS:
             return None
         if bad >= 0:
             raw = raw_matches(o_start[:bad + 1], o_end[:bad + 1], o_num[:bad + 1],
-                               o_unm[:bad + 1], o_lab, automaton)[-1]
+                               o_unm[:bad + 1], o_lab, automaton, o_tmo[:bad + 1])[-1]
             skip.next_start(raw)  # raises the general matcher's error
             raise AssertionError("unreachable")  # pragma: no cover
         keep = ~o_unm
         arrays = (o_start[keep], o_end[keep], o_num[keep], automaton.label_var(o_lab),
                   automaton.label_excluded(o_lab))
-        records = (o_start, o_end, o_num, o_unm, o_lab, automaton, part_of_row)
+        records = (o_start, o_end, o_num, o_unm, o_lab, automaton, part_of_row, o_tmo)
         return _KernelResult(self, df, work, positions, bounds, records, arrays)
 
     def _match_consume(self, df: pd.DataFrame) -> _KernelResult | None:
@@ -1253,7 +1254,8 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
                covered: list[int] | None = None, begin: list[int] | None = None,
                open_: bool = False, selection: str = "STRICT",
                aggs: tuple[np.ndarray, ...] | None = None, ahead: int = 0,
-               present: np.ndarray | None = None) -> tuple[Any, ...]:
+               present: np.ndarray | None = None, timeouts: bool = False
+               ) -> tuple[Any, ...]:
     """:func:`cep_core.runtime.kernel.run` over the partitions ``bounds`` (defaults: every
     partition from its first row, '^' there, closed); returns its results and the stop
     row per partition. Each match's labels cover its rows ``start..end-1``; under SKIP
@@ -1264,7 +1266,8 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
     (with ``open_``): the rows at the end of each partition whose conditions read rows
     that have not arrived (NEXT); no attempt uses them, the first one that would waits.
     ``present`` (with WITHIN): whether each row has an order value (a trailing NOT reads
-    it)."""
+    it). ``timeouts``: EMIT TIMEOUTS (STRICT); the results then flag the timed-out
+    partial matches (after the bad record index)."""
     from . import kernel
 
     b = np.asarray(bounds if len(bounds) > 1 else [0, 0], dtype=np.int64)
@@ -1288,7 +1291,7 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
                      kernel.MAX_AGG_THREADS, ahead if open_ else 0,
                      (automaton.guard, automaton.accept_guard,
                       np.ones(len(bits), dtype=np.bool_) if present is None else present)
-                     if automaton.negation else None)
+                     if automaton.negation else None, timeouts)
     return (*out, stops)
 
 
@@ -1405,9 +1408,10 @@ class _KernelResult:
     def _parts(self) -> list[Partition]:
         if self._found is None:
             assert self._records is not None
-            o_start, o_end, o_num, o_unm, o_lab, automaton, part_of_row = self._records
+            (o_start, o_end, o_num, o_unm, o_lab, automaton, part_of_row,
+             o_tmo) = self._records
             found: list[list[RawMatch]] = [[] for _ in range(len(self.bounds) - 1)]
-            raws = raw_matches(o_start, o_end, o_num, o_unm, o_lab, automaton)
+            raws = raw_matches(o_start, o_end, o_num, o_unm, o_lab, automaton, o_tmo)
             for raw, j in zip(raws, part_of_row[o_start].tolist(), strict=True):
                 found[j].append(raw)
             self._found = found
@@ -1429,7 +1433,8 @@ class _KernelResult:
         tree = self.fb.plan.q.tree
         if self.fb.plan.q.match.rows_per_match == "ONE":
             if (self._records is not None and len(self.start)
-                    and _vector_measures_of(self.fb) is not None):
+                    and _vector_measures_of(self.fb) is not None
+                    and not self.fb.plan.q.match.emit_timeouts):  # (its timed_out column)
                 return self._one_row_vectorised()
             parts = self._parts()
             if not parts:
@@ -1437,7 +1442,8 @@ class _KernelResult:
                                                     MatchState({}, []), []))
             return select(tree, bound._one_row(self.df.reset_index(drop=True), self._state(),
                                                 parts))
-        if self._records is not None and not self._records[3].any():  # no unmatched rows
+        if (self._records is not None and not self._records[3].any()  # no unmatched rows
+                and not self.fb.plan.q.match.emit_timeouts):  # nor a timed_out column
             table = all_rows_vectorised(self.fb, self.df, self.work, self.positions, self.start,
                                         self.end, self.number, self.labels, self.excluded)
             if table is not None:
@@ -1512,15 +1518,18 @@ def measure_values(measures: list[FastMeasure], columns: list[str | None], names
 
 
 def raw_matches(o_start: np.ndarray, o_end: np.ndarray, o_num: np.ndarray,
-                 o_unm: np.ndarray, o_lab: np.ndarray, automaton: Automaton) -> list[RawMatch]:
-    """The kernel's output records as the general matcher's RawMatch objects."""
+                 o_unm: np.ndarray, o_lab: np.ndarray, automaton: Automaton,
+                 o_tmo: np.ndarray | None = None) -> list[RawMatch]:
+    """The kernel's output records as the general matcher's RawMatch objects (``o_tmo``:
+    which are timed-out partial matches, EMIT TIMEOUTS)."""
     lab_var = automaton.label_var(o_lab).tolist()
     lab_excl = automaton.label_excluded(o_lab).tolist()
     skipped = bool(len(o_lab)) and bool((o_lab == automaton.n_states).any())
     out: list[RawMatch] = []
     at = 0
-    for a, b, num, unm in zip(o_start.tolist(), o_end.tolist(), o_num.tolist(),
-                              o_unm.tolist(), strict=True):
+    timed = [False] * len(o_start) if o_tmo is None else o_tmo.tolist()
+    for a, b, num, unm, tmo in zip(o_start.tolist(), o_end.tolist(), o_num.tolist(),
+                                   o_unm.tolist(), timed, strict=True):
         if unm:
             out.append(RawMatch(a, 0, unmatched=True))
             continue
@@ -1530,7 +1539,7 @@ def raw_matches(o_start: np.ndarray, o_end: np.ndarray, o_num: np.ndarray,
                                 [lab_excl[at + i] for i in kept]))
         else:
             out.append(RawMatch(a, num, list(range(a, b)), lab_var[at:at + b - a],
-                                lab_excl[at:at + b - a]))
+                                lab_excl[at:at + b - a], timed_out=tmo))
         at += b - a
     return out
 

@@ -43,6 +43,10 @@ them, and an ACCEPT after a trailing ``NOT`` holds only if no row after the matc
 the window satisfies it (:func:`_trailing`; otherwise the next target is tried, as the
 backtracking matcher tries its next path).
 
+EMIT TIMEOUTS (strict contiguity): an attempt without a match whose threads are cut off
+by the window (or the partition's end) yields the path of the most preferred of them, the
+backtracking matcher's first longest partial match (all have the same length).
+
 CONSUMPTION modes (:func:`consume`) are not an automaton: the open instances of
 :mod:`cep_core.runtime.consumption` are kept per stage as queues of instances (rows in a
 pool, never modified in place); a row extends an instance if its condition bit is set and
@@ -229,9 +233,10 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
         first: np.ndarray, covered_from: np.ndarray, begin: np.ndarray, open_: bool,
         touches_end: np.ndarray, stops: np.ndarray, selection: int | None,
         aggs: tuple[np.ndarray, ...] | None, max_threads: int, ahead: int,
-        neg: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        neg: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+        timeouts: bool = False
         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                   int]:  # pragma: no cover - compiled
+                   int, np.ndarray]:  # pragma: no cover - compiled
     """Matches of every partition ``bounds[j]..bounds[j+1]-1``, from its row ``first[j]``
     (rows below ``covered_from[j]`` count as covered by a match; '^' matches at row
     ``begin[j]``).
@@ -264,7 +269,12 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     ``neg`` (negation, :mod:`cep_core.compile.nfa`; None: none, numba compiles without
     it): per state the variables (bit mask) a row it skips may not satisfy, per ACCEPT
     target ``n_states + i`` those of a trailing NOT (:func:`_trailing`), and per row
-    whether it has an order value."""
+    whether it has an order value.
+
+    ``timeouts`` (EMIT TIMEOUTS, STRICT): an attempt that finds no match but has threads
+    left when the window (or the partition) ends yields a timed-out partial match, the
+    path of the most preferred of them (they all have its length), numbered like a match;
+    the last array flags these records."""
     n_states = len(state_var)
     accept = n_states
     o_start = np.empty(16, dtype=np.int64)
@@ -272,6 +282,7 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     o_num = np.empty(16, dtype=np.int64)
     o_unm = np.empty(16, dtype=np.bool_)
     o_lab = np.empty(16, dtype=np.int32)
+    o_tmo = np.zeros(16, dtype=np.bool_)
     n_out = 0
     n_lab = 0
     n_aggs = 0
@@ -325,6 +336,8 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
             if has_window:
                 limit = min(hi, horizon[start])
             n_nodes = 0
+            t_end = -1  # EMIT TIMEOUTS: the end and path of the partial match cut off
+            t_node = -1
             best_end = -1
             best_node = -1
             pos = start
@@ -418,7 +431,7 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                                         continue
                                     if n_nxt == cap:
                                         return (o_start[:n_out], o_end[:n_out], o_num[:n_out],
-                                                o_unm[:n_out], o_lab[:n_lab], -2)
+                                                o_unm[:n_out], o_lab[:n_lab], -2, o_tmo[:n_out])
                                     _store(nxt_acc, nxt_cnt, n_nxt, new_acc, new_cnt)
                                 nxt_s[n_nxt] = t
                                 nxt_n[n_nxt] = node
@@ -443,11 +456,14 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                                            old_acc, old_cnt):
                             if n_nxt == cap:
                                 return (o_start[:n_out], o_end[:n_out], o_num[:n_out],
-                                        o_unm[:n_out], o_lab[:n_lab], -2)
+                                        o_unm[:n_out], o_lab[:n_lab], -2, o_tmo[:n_out])
                             nxt_s[n_nxt] = s
                             nxt_n[n_nxt] = cur_n[c]
                             _store(nxt_acc, nxt_cnt, n_nxt, old_acc, old_cnt)
                             n_nxt += 1
+                if timeouts and pos >= limit and pos > start:
+                    t_end = pos  # the threads left are cut off by the window
+                    t_node = cur_n[0]
                 tmp_s = cur_s
                 cur_s = nxt_s
                 nxt_s = tmp_s
@@ -467,6 +483,29 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
             if touched:
                 stops[j] = start
                 break
+            if best_end < 0 and t_end >= 0:  # a timed-out partial match; resume at start + 1
+                number += 1
+                need = n_out + 1
+                o_start = _grow(o_start, need)
+                o_end = _grow(o_end, need)
+                o_num = _grow(o_num, need)
+                o_unm = _grow(o_unm, need)
+                o_tmo = _grow(o_tmo, need)
+                o_start[n_out] = start
+                o_end[n_out] = t_end
+                o_num[n_out] = number
+                o_unm[n_out] = False
+                o_tmo[n_out] = True
+                n_out += 1
+                length = t_end - start
+                o_lab = _grow(o_lab, n_lab + length)
+                node = t_node
+                for r in range(length - 1, -1, -1):
+                    o_lab[n_lab + r] = node_state[node]
+                    node = node_parent[node]
+                n_lab += length
+                start += 1
+                continue
             if best_end < 0:
                 if memo:
                     failed[start] = True
@@ -476,6 +515,8 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                     o_end = _grow(o_end, need)
                     o_num = _grow(o_num, need)
                     o_unm = _grow(o_unm, need)
+                    o_tmo = _grow(o_tmo, need)
+                    o_tmo[n_out] = False
                     o_start[n_out] = start
                     o_end[n_out] = start
                     o_num[n_out] = 0
@@ -489,6 +530,8 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
             o_end = _grow(o_end, need)
             o_num = _grow(o_num, need)
             o_unm = _grow(o_unm, need)
+            o_tmo = _grow(o_tmo, need)
+            o_tmo[n_out] = False
             o_start[n_out] = start
             o_end[n_out] = best_end
             o_num[n_out] = number
@@ -532,9 +575,10 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                             break
                 if target < 0 or target == start:
                     return (o_start[:n_out], o_end[:n_out], o_num[:n_out], o_unm[:n_out],
-                            o_lab[:n_lab], n_out - 1)
+                            o_lab[:n_lab], n_out - 1, o_tmo[:n_out])
                 start = target
-    return o_start[:n_out], o_end[:n_out], o_num[:n_out], o_unm[:n_out], o_lab[:n_lab], -1
+    return (o_start[:n_out], o_end[:n_out], o_num[:n_out], o_unm[:n_out], o_lab[:n_lab], -1,
+            o_tmo[:n_out])
 
 
 @njit(cache=True)
@@ -569,17 +613,18 @@ def consume(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, present: 
             ) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
     """CONSUMPTION ``mode`` over the partitions ``bounds[j]..bounds[j+1]-1`` for
     ``PATTERN (V0 .. V(k-1))`` (row-local conditions: bit ``v`` of ``bits[r]``): the
-    instance semantics of :mod:`cep_core.runtime.consumption`. Partition ``j`` is processed from row ``first[j]`` up
-    to its last ``ahead`` rows (rows whose conditions read rows not arrived yet), starting
-    from the open instances given as ``init_*`` (partition, stage, number of rows, and
-    their rows and variables concatenated; grouped by partition, in stage order) and
-    ``emitted[j]`` matches emitted before. ``aggs`` (as :func:`run` takes them; None:
-    none): the DEFINEs' conditions on the match so far, evaluated over an instance's rows
-    and the row (:func:`_instance_holds`); a terminator then takes the oldest instance
-    they hold for (CHRONICLE), every such instance (CONTINUOUS, which still empties the
-    stage), or the single one if they hold. With a window, an instance is dropped at a row
-    ``r >= horizon[its first row]`` (a CUMULATIVE stage-1 aggregate drops its rows one by
-    one) and rows without an order value (``present``) are ignored.
+    instance semantics of :mod:`cep_core.runtime.consumption`. Partition ``j`` is
+    processed from row ``first[j]`` up to its last ``ahead`` rows (rows whose conditions
+    read rows not arrived yet), starting from the open instances given as ``init_*``
+    (partition, stage, number of rows, and their rows and variables concatenated; grouped
+    by partition, in stage order) and ``emitted[j]`` matches emitted before. ``aggs`` (as
+    :func:`run` takes them; None: none): the DEFINEs' conditions on the match so far,
+    evaluated over an instance's rows and the row (:func:`_instance_holds`); a terminator
+    then takes the oldest instance they hold for (CHRONICLE), every such instance
+    (CONTINUOUS, which still empties the stage), or the single one if they hold. With a
+    window, an instance is dropped at a row ``r >= horizon[its first row]`` (a CUMULATIVE
+    stage-1 aggregate drops its rows one by one) and rows without an order value
+    (``present``) are ignored.
 
     Returns the matches (partition, number, rows' count; rows and variables
     concatenated), the open instances at the end (as ``init_*``), and per partition the

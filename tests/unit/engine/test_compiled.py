@@ -1,7 +1,7 @@
 """The compiled automaton (cep_core.compile.nfa + cep_core.runtime.kernel) against the
 general backtracking matcher: random patterns (alternation, groups, PERMUTE, anchors,
 exclusion, nested and reluctant quantifiers; negation NOT v between terms and trailing),
-skip modes, rows per match, WITHIN, the
+skip modes, rows per match, WITHIN (and EMIT TIMEOUTS), the
 selection strategies (SKIP TILL NEXT / ANY MATCH), aggregates and navigation to other rows
 of the match (``B.x > A.x``, ``FIRST(x)``) in DEFINE over random data must give the same
 matches, rows, measures and errors, batch and incremental (also with NEXT). Also the bound
@@ -95,6 +95,9 @@ def cases(draw: st.DrawFn) -> tuple[str, pd.DataFrame]:
     # SKIP TILL NEXT / ANY MATCH: a thread that has a row waits in its state for a later one
     selection = draw(st.sampled_from(["", "", "", " SKIP TILL NEXT MATCH",
                                       " SKIP TILL ANY MATCH"][2 * negation:]))
+    # EMIT TIMEOUTS (STRICT, batch on the kernel): partial matches cut off by the window
+    timeouts = bool(within and not selection and "UNMATCHED" not in rows
+                    and draw(st.integers(0, 2)) == 0)
     partition = draw(st.booleans())
     n = draw(st.integers(0, 30))
     values = draw(st.lists(st.one_of(st.integers(0, 4), st.none()) if draw(st.booleans())
@@ -111,6 +114,7 @@ def cases(draw: st.DrawFn) -> tuple[str, pd.DataFrame]:
             + (f"MEASURES {', '.join(measures)} " if measures else "")
             + f"{rows} AFTER MATCH SKIP {skip} PATTERN ({pattern})"
             + (f" WITHIN {within}" if within else "") + selection
+            + (" EMIT TIMEOUTS" if timeouts else "")
             + (f" DEFINE {define}" if define else "") + ")")
     return text, df
 
