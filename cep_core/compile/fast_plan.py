@@ -12,16 +12,21 @@ with numpy; other measures (CLASSIFIER inside navigation or aggregates, FILTER, 
 computed per match with the general closures.
 
 A ``WITHIN`` window is allowed (the runtime applies it exactly as the general matcher
-does; EMIT TIMEOUTS is not), and so is ALL ROWS PER MATCH (SHOW or OMIT EMPTY MATCHES:
-matching is vectorised, the per-row RUNNING measures and the output use the general
-path's code). Other patterns, SKIP TILL NEXT/ANY MATCH and ALL ROWS PER MATCH WITH
+does; EMIT TIMEOUTS on the automaton only), and so is ALL ROWS PER MATCH (SHOW or OMIT
+EMPTY MATCHES: matching is vectorised, the per-row RUNNING measures and the output use
+the general path's code). Other patterns, SKIP TILL NEXT/ANY MATCH and ALL ROWS PER MATCH WITH
 UNMATCHED ROWS run on the compiled automaton, and so do DEFINEs that are an AND of
 row-local conditions and conditions on a running value ``value op row-local``
 (:class:`AggCheck`, checked per thread by the kernel), the value an aggregate
 ``AGG(column)`` or navigation ``V.column`` (another variable), ``FIRST(column)``,
-``LAST(column)``. Consumption modes, EMIT TIMEOUTS, negation, other navigation and
-aggregates, CLASSIFIER and MATCH_NUMBER in DEFINE run on the general matcher
-(:mod:`cep_core.runtime.matcher`).
+``LAST(column)``. Negation (NOT v) with row-local DEFINEs runs on the automaton too (its
+states carry the negated variables); CONSUMPTION modes (DEFINEs as above) on the
+kernel's consumption loop (:func:`cep_core.runtime.kernel.consume`, with the aggregate
+and navigation conditions above evaluated per instance), and EMIT TIMEOUTS under strict
+contiguity on the automaton. EMIT TIMEOUTS with SKIP TILL, negation with a DEFINE that
+reads the match so far, other navigation and aggregates,
+CLASSIFIER and MATCH_NUMBER in DEFINE run on the general matcher
+(:mod:`cep_core.runtime.matcher`, :mod:`cep_core.runtime.consumption`).
 """
 
 from __future__ import annotations
@@ -142,11 +147,17 @@ class FastPlan:
                      "ROWS"}.get(rows, "")
             if m.selection != "STRICT":
                 extra += f"; SKIP TILL {m.selection} MATCH"
+            if any(isinstance(node, ast.Negation) for node in ast.pattern_nodes(m.pattern)):
+                extra += "; negation"
+            if m.emit_timeouts:
+                extra += "; EMIT TIMEOUTS"
             funcs = {c.func for c in self.agg_checks}
             if funcs - {"FIRST", "LAST"}:
                 extra += "; aggregates in DEFINE"
             if funcs & {"FIRST", "LAST"}:
                 extra += "; navigation in DEFINE"
+            if m.consumption is not None:
+                return f"compiled: CONSUMPTION {m.consumption}{window}{extra}"
             return f"compiled: automaton{window}{extra}"
         parts = []
         for it in self.items:
@@ -180,9 +191,9 @@ def plan_fast(q: CompiledQuery, engine: str | None = None) -> tuple[FastPlan | N
         items = _items(q.match.pattern, {n: i for i, n in enumerate(q.variables)})
         if items is not None and (q.match.rows_per_match == "ALL UNMATCHED"
                                   or q.match.selection != "STRICT"
-                                  or _has_aggregates(q)):
+                                  or q.match.emit_timeouts or _has_aggregates(q)):
             items = None  # the vectorised items path: no unmatched rows, no skipped rows,
-            # no aggregates in DEFINE
+            # no timed-out partial matches, no aggregates in DEFINE
         plan = FastPlan(q, items, vector_measures(q) if items is not None else None)
         return plan, plan.describe()
     if engine == "fast":
@@ -193,12 +204,8 @@ def plan_fast(q: CompiledQuery, engine: str | None = None) -> tuple[FastPlan | N
 # ---------------------------------------------------------------------- eligibility
 def _ineligible(q: CompiledQuery) -> str | None:
     m = q.match
-    if getattr(m, "consumption", None) is not None:
-        return "CONSUMPTION"
-    if getattr(m, "emit_timeouts", False):
-        return "EMIT TIMEOUTS"
-    if any(isinstance(node, ast.Negation) for node in ast.pattern_nodes(m.pattern)):
-        return "negation (NOT) in PATTERN"
+    if getattr(m, "emit_timeouts", False) and m.selection != "STRICT":
+        return "EMIT TIMEOUTS with SKIP TILL"
     if len(q.variables) > MAX_VARIABLES:
         return f"more than {MAX_VARIABLES} pattern variables"
     if len(q.program.code) > MAX_PROGRAM:
@@ -209,6 +216,9 @@ def _ineligible(q: CompiledQuery) -> str | None:
             why = _define_problem(c, d.var)
             if why is not None and _agg_check(c, index[d.var], q) is None:
                 return f"DEFINE {d.var}: {why}"
+    if (any(isinstance(node, ast.Negation) for node in ast.pattern_nodes(m.pattern))
+            and _has_aggregates(q)):
+        return "negation (NOT) in PATTERN with a DEFINE that reads the match so far"
     return None
 
 

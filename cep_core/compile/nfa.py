@@ -18,6 +18,14 @@ small set, which bounds the work for nested nullable quantifiers like ``(A?){50}
 After a consumption no slot is pending, so between rows a thread is just its state, and
 two threads in the same state at the same row have the same future: the kernel keeps the
 preferred one (this is what makes matching linear in the rows instead of exponential).
+
+Negation (``NEG``, lakecep's ``NOT v``): the negated variables passed since the last
+consumption form the thread's *guard*, which the next state checks on every row it skips
+(SKIP TILL) and ACCEPT checks on the rows after the match inside the window (a trailing
+``NOT``). A state is therefore a ``LABEL`` together with its guard (a bit mask of
+variables; the same LABEL reached with and without a guard is two states, which share
+their closures), and ACCEPT reached with guard ``g`` is the target ``n_states + i`` with
+``accept_guard[i] = g`` (``i = 0``: no guard).
 """
 
 from __future__ import annotations
@@ -46,6 +54,14 @@ class Automaton:
     # per (source, case): the closure passes '$' at the end of the rows (incremental
     # matching: the outcome then waits for more rows)
     touches_end: np.ndarray  # bool
+    # negation: per state the variables no skipped row may satisfy, per ACCEPT target
+    # (n_states + i) those no row after the match inside the window may satisfy (bit masks)
+    guard: np.ndarray  # uint64 per state
+    accept_guard: np.ndarray  # uint64, [0] = 0
+
+    @property
+    def negation(self) -> bool:
+        return bool(self.guard.any()) or len(self.accept_guard) > 1
 
     @property
     def n_states(self) -> int:
@@ -65,71 +81,100 @@ class TooLarge(Exception):
     """The closures would be too large to build; the general matcher runs instead."""
 
 
+Target = tuple[int, int]  # (LABEL pc, or -1 for ACCEPT; guard bit mask)
+
+
 def build(program: P.Program) -> Automaton:
     code = program.code
-    labels = [pc for pc, ins in enumerate(code) if ins[0] == P.LABEL]
-    state_of = {pc: k for k, pc in enumerate(labels)}
-    n_states = len(labels)
     excl_depth = _exclusion_depth(code)
     relevant = _relevant_slots(code)
     cases = (0, 1, 2, 3) if program.has_anchors else (0,)
+    budget = [MAX_CLOSURE_WORK]
+    # The closures per source instruction (the start, or after a LABEL), discovering the
+    # states (LABEL, guard) they reach, breadth-first.
+    closures: dict[int, dict[int, tuple[list[Target], bool]]] = {}
+    states: list[Target] = []
+    state_id: dict[Target, int] = {}
+    accept_guards = [0]
+    sources = [0]
+    at = 0
+    while at < len(sources):
+        source_pc = sources[at]
+        at += 1
+        if source_pc in closures:
+            continue
+        per_case = closures[source_pc] = {
+            case: _closure(code, source_pc, case, relevant, budget) for case in cases}
+        for found, _ in per_case.values():
+            for pc, guard in found:
+                if pc < 0:
+                    if guard not in accept_guards:
+                        accept_guards.append(guard)
+                elif (pc, guard) not in state_id:
+                    state_id[(pc, guard)] = len(states)
+                    states.append((pc, guard))
+                    sources.append(pc + 1)
+    states.sort()  # program order (as LABELs), guards apart
+    state_id = {st: k for k, st in enumerate(states)}
+    n_states = len(states)
     ptr = [0]
     targets: list[int] = []
     touches: list[bool] = []
-    budget = [MAX_CLOSURE_WORK]
-    for source_pc in [0, *(pc + 1 for pc in labels)]:
-        per_case: dict[int, tuple[list[int], bool]] = {}
-        for case in cases:
-            per_case[case] = _closure(code, source_pc, case, relevant, state_of, n_states,
-                                      budget)
+    for source_pc in [0, *(pc + 1 for pc, _ in states)]:
+        per_case = closures[source_pc]
         for case in range(4):
             found, touch = per_case[case if program.has_anchors else 0]
-            targets.extend(found)
+            targets.extend(n_states + accept_guards.index(guard) if pc < 0
+                           else state_id[(pc, guard)] for pc, guard in found)
             ptr.append(len(targets))
             touches.append(touch)
     return Automaton(
-        np.asarray([code[pc][1] for pc in labels], dtype=np.int64),
-        np.asarray([excl_depth[pc] > 0 for pc in labels], dtype=np.bool_),
+        np.asarray([code[pc][1] for pc, _ in states], dtype=np.int64),
+        np.asarray([excl_depth[pc] > 0 for pc, _ in states], dtype=np.bool_),
         np.asarray(ptr, dtype=np.int64), np.asarray(targets, dtype=np.int64),
-        np.asarray(touches, dtype=np.bool_))
+        np.asarray(touches, dtype=np.bool_),
+        np.asarray([guard for _, guard in states], dtype=np.uint64),
+        np.asarray(accept_guards, dtype=np.uint64))
 
 
 def _closure(code: tuple[tuple[int, ...], ...], pc0: int, case: int,
-             relevant: list[frozenset[int]], state_of: dict[int, int], accept: int,
-             budget: list[int]) -> tuple[list[int], bool]:
-    """The ordered targets reached from ``pc0`` without consuming a row (see module), and
-    whether a '$' passed on the way (at the end of the rows)."""
+             relevant: list[frozenset[int]], budget: list[int]) -> tuple[list[Target], bool]:
+    """The ordered targets (LABEL pc or -1 for ACCEPT, with the guard) reached from
+    ``pc0`` without consuming a row (see module), and whether a '$' passed on the way (at
+    the end of the rows)."""
     at_begin = bool(case & 2)
     at_end = bool(case & 1)
-    out: list[int] = []
+    out: list[Target] = []
     touch = False
-    emitted: set[int] = set()
-    seen: set[tuple[int, frozenset[int]]] = set()
-    # Depth-first in preference order: a stack of (pc, saved slots), preferred on top.
-    stack: list[tuple[int, frozenset[int]]] = [(pc0, frozenset())]
+    emitted: set[Target] = set()
+    seen: set[tuple[int, frozenset[int], int]] = set()
+    # Depth-first in preference order: a stack of (pc, saved slots, guard), preferred on
+    # top.
+    stack: list[tuple[int, frozenset[int], int]] = [(pc0, frozenset(), 0)]
     while stack:
-        pc, saved = stack.pop()
+        pc, saved, guard = stack.pop()
         while True:
             budget[0] -= 1
             if budget[0] < 0:
                 raise TooLarge
-            key = (pc, saved & relevant[pc])
+            key = (pc, saved & relevant[pc], guard)
             if key in seen:
                 break
             seen.add(key)
             ins = code[pc]
             op = ins[0]
             if op == P.LABEL:
-                k = state_of[pc]
-                if k not in emitted:
-                    emitted.add(k)
-                    out.append(k)
+                if (pc, guard) not in emitted:
+                    emitted.add((pc, guard))
+                    out.append((pc, guard))
                 break
             if op == P.ACCEPT:
-                out.append(accept)
-                return out, touch  # less preferred paths never run
+                out.append((-1, guard))
+                if not guard:
+                    return out, touch  # less preferred paths never run
+                break  # (a trailing NOT may fail the match: the next target is tried)
             if op == P.SPLIT:
-                stack.append((ins[2], saved))
+                stack.append((ins[2], saved, guard))
                 pc = ins[1]
             elif op == P.JUMP:
                 pc = ins[1]
@@ -151,7 +196,10 @@ def _closure(code: tuple[tuple[int, ...], ...], pc0: int, case: int,
                 pc += 1
             elif op in (P.EXCLUDE_ON, P.EXCLUDE_OFF):
                 pc += 1
-            else:  # NEG is not compiled (the planner keeps such queries general)
+            elif op == P.NEG:
+                guard |= 1 << ins[1]
+                pc += 1
+            else:
                 raise TooLarge
     return out, touch
 

@@ -11,8 +11,9 @@ batch sizes, and then flushing gives the same matches as :meth:`CompiledQuery.fi
 on the whole table, and ``feed_table``/``flush_table`` give the output rows of
 :meth:`CompiledQuery.run` (ONE or ALL ROWS PER MATCH; an unmatched row comes out once the
 attempt from it and all earlier attempts of its partition are final). CONSUMPTION modes
-process each row once it arrives, keeping the open instances of each partition
-(:class:`cep_core.consumption.Consumer`) in the store.
+process each row once it arrives, keeping the open instances of each partition in the
+store (:class:`cep_core.runtime.consumption.Consumer`, or the compiled kernel's
+:func:`cep_core.runtime.kernel.consume` when the batch engine uses it).
 
 With ``capacity`` set, at most that many partition keys stay in memory between feeds; the
 others are spilled to local disk and read back when a batch touches them (TPM or STPM
@@ -53,6 +54,7 @@ from ..language import ast
 from ..runtime.consumption import Consumer, Instance
 from ..runtime.fast import (
     TOO_MANY_THREADS,
+    consume_partitions,
     match_measure_values,
     measure_values,
     raw_matches,
@@ -150,8 +152,8 @@ def incremental_route(compiled: CompiledQuery) -> str | None:
     :func:`lookahead` rows wait for the rows after them)."""
     if compiled._fast is None:
         return compiled.plan
-    if compiled.match.consumption is not None:
-        return "general: CONSUMPTION"
+    if compiled.match.emit_timeouts:
+        return "general: EMIT TIMEOUTS (incremental)"
     if lookahead(compiled.match) is None:
         return "general: NEXT with an offset that is not a constant (incremental)"
     return None
@@ -433,7 +435,10 @@ class IncrementalMatcher:
             vector = None if self._reads_ahead else vector_measure_columns(bound)
             pending: list[tuple[tuple[Any, ...], RawMatch]] | None = (
                 [] if vector is not None else None)
-            if kernel is not None and mode is None:
+            consumed = None
+            if kernel is not None and mode is not None:
+                consumed = self._consume_kernel(kernel, open_, bounds, todo, ids)
+            elif kernel is not None:
                 next_starts = self._advance_kernels(bound, kernel, open_, st, work, bounds,
                                                     todo, ids, names, out, parts, want_table)
                 if next_starts is None:  # the kernel gave up: the general matcher
@@ -446,6 +451,13 @@ class IncrementalMatcher:
                 if next_starts is not None:
                     start = needed = next_starts[i]
                     assert matcher is None or spill is not None
+                elif consumed is not None:
+                    found, start, needed = consumed[i]
+                    all_rows = self.compiled.match.rows_per_match != "ONE"
+                    for raw in found:  # (the kernel left the rows NEXT reads waiting)
+                        emitted = self._emit(bound, st, key, raw, ids, names, out, part,
+                                             all_rows)
+                        assert emitted
                 elif mode is not None:
                     assert matcher is not None
                     matcher.begin = lo if state.trimmed == 0 else -1
@@ -565,10 +577,10 @@ class IncrementalMatcher:
 
     def _kernel(self, bound: _Bound, work: pd.DataFrame, bounds: list[int]) -> tuple[
             Any, ...] | None:
-        """The compiled automaton's inputs for this feed (see
-        :mod:`cep_core.runtime.kernel`), or None: the general matcher runs. Used when the
-        batch engine would use it too, without CONSUMPTION and NEXT (which reads rows that
-        have not arrived)."""
+        """The compiled kernel's inputs for this feed (see :mod:`cep_core.runtime.kernel`;
+        CONSUMPTION: :meth:`~cep_core.runtime.fast._FastBound.consume_inputs`), or None:
+        the general matcher runs. Used when the batch engine would use it too, and NEXT
+        has constant offsets (it reads rows that have not arrived)."""
         runner = self.compiled._fast
         if runner is None or incremental_route(self.compiled) is not None:
             return None
@@ -576,10 +588,52 @@ class IncrementalMatcher:
         if found is None:
             return None
         fb, automaton = found
-        inputs = fb.kernel_inputs(work, len(work), bounds)
+        inputs: tuple[Any, ...] | None
+        if self.compiled.match.consumption is not None:
+            inputs = fb.consume_inputs(work, len(work), bounds)
+        else:
+            inputs = fb.kernel_inputs(work, len(work), bounds)
         if inputs is None:
             return None
         return fb, automaton, *inputs, self._lookahead
+
+    def _consume_kernel(self, kernel: tuple[Any, ...], open_: bool, bounds: list[int],
+                        todo: list[tuple[int, int, int, tuple[Any, ...], PartitionState]],
+                        ids: np.ndarray) -> list[tuple[list[RawMatch], int, int]]:
+        """:meth:`_consume` with the compiled kernel for every partition of ``todo``
+        (:func:`cep_core.runtime.fast.consume_partitions`): per partition, the matches
+        completed (to emit), the next row to process and the first row the open instances
+        still use; the partition states are updated. With NEXT (reaching ``ahead`` rows)
+        the last ``ahead`` rows of an open partition wait for the rows after them."""
+        _, _, bits, horizon, present, aggs, ahead = kernel
+        nparts = len(bounds) - 1
+        first = list(bounds[1:])
+        emitted = [0] * nparts
+        stages: list[list[list[Instance]]] = [[] for _ in range(nparts)]
+        where: list[int] = []
+        j = 0
+        for lo, hi, start, _, state in todo:
+            while bounds[j] != lo:
+                j += 1
+            where.append(j)
+            first[j] = start
+            emitted[j] = state.matches
+            at = {int(ids[i]): i for i in range(lo, hi)} if state.stages else {}
+            stages[j] = [[([at[x] for x in rows], list(labels)) for rows, labels in stage]
+                         for stage in state.stages]
+        mode = self.compiled.match.consumption or ""
+        found, left, numbers, stops = consume_partitions(
+            mode, len(self.compiled.variables), (bits, horizon, present, aggs), bounds, first,
+            emitted, stages, ahead if open_ else 0)
+        out = []
+        for j, (_, _, _, _, state) in zip(where, todo, strict=True):
+            r = stops[j]
+            state.matches = numbers[j]
+            state.stages = [[([int(ids[x]) for x in rows], list(labels))
+                             for rows, labels in stage] for stage in left[j]]
+            needed = min((inst[0][0] for stage in left[j] for inst in stage), default=r)
+            out.append((found[j], r, min(needed, r)))
+        return out
 
     def _advance_kernels(self, bound: _Bound, kernel: tuple[Any, ...], open_: bool,
                          st: MatchState, work: pd.DataFrame, bounds: list[int],
@@ -609,10 +663,10 @@ class IncrementalMatcher:
             first[j] = start
             covered[j] = start + state.covered
             begin[j] = lo if state.trimmed == 0 else -1
-        o_start, o_end, o_num, o_unm, o_lab, bad, stops = run_kernel(
+        o_start, o_end, o_num, o_unm, o_lab, bad, _, stops = run_kernel(
             automaton, bits, bounds, horizon, bound.skip, unmatched, first=first,
             covered=covered, begin=begin, open_=open_, selection=self.compiled.match.selection,
-            aggs=aggs, ahead=ahead)
+            aggs=aggs, ahead=ahead, present=fb.present(work) if automaton.negation else None)
         if bad == TOO_MANY_THREADS:
             return None  # nothing emitted yet: the general matcher runs this feed
         part_of = np.searchsorted(np.asarray(bounds[1:], dtype=np.int64), o_start,

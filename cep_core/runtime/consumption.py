@@ -29,6 +29,10 @@ CONTINUOUS    every instance whose         appended; then the terminated stage i
 With WITHIN, an instance expires (is discarded) when a row's order value is more than the
 window past the instance's first row; a CUMULATIVE stage-1 aggregate instead drops its
 expired rows one by one. Rows with a NULL order value are ignored when there is a window.
+
+This is the reference; queries whose DEFINEs the compiled kernel evaluates (row-local
+conditions ANDed with aggregate / navigation conditions, :mod:`cep_core.compile.fast_plan`)
+run the same semantics compiled (:func:`cep_core.runtime.kernel.consume`).
 """
 
 from __future__ import annotations

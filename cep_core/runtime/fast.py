@@ -343,6 +343,8 @@ class _FastBound:
     def _match_kernel(self, df: pd.DataFrame) -> _KernelResult | None:
         """Any pattern: the compiled automaton over per-row condition bits (see
         :mod:`cep_core.runtime.kernel`); None when this input needs the general path."""
+        if self.plan.q.match.consumption is not None:
+            return self._match_consume(df)
         automaton = self.plan.automaton()
         if automaton is None:
             return None
@@ -356,21 +358,57 @@ class _FastBound:
         bits, horizon, aggs = inputs
         part_of_row = _part_of_row(bounds)
         skip = bound.skip
-        o_start, o_end, o_num, o_unm, o_lab, bad, _ = run_kernel(
+        timeouts = bool(q.match.emit_timeouts)
+        o_start, o_end, o_num, o_unm, o_lab, bad, o_tmo, _ = run_kernel(
             automaton, bits, bounds, horizon, skip, q.match.rows_per_match == "ALL UNMATCHED",
-            selection=q.match.selection, aggs=aggs)
+            selection=q.match.selection, aggs=aggs,
+            present=self.present(work) if automaton.negation else None, timeouts=timeouts)
         if bad == TOO_MANY_THREADS:
             return None
         if bad >= 0:
             raw = raw_matches(o_start[:bad + 1], o_end[:bad + 1], o_num[:bad + 1],
-                               o_unm[:bad + 1], o_lab, automaton)[-1]
+                               o_unm[:bad + 1], o_lab, automaton, o_tmo[:bad + 1])[-1]
             skip.next_start(raw)  # raises the general matcher's error
             raise AssertionError("unreachable")  # pragma: no cover
         keep = ~o_unm
         arrays = (o_start[keep], o_end[keep], o_num[keep], automaton.label_var(o_lab),
                   automaton.label_excluded(o_lab))
-        records = (o_start, o_end, o_num, o_unm, o_lab, automaton, part_of_row)
+        records = (o_start, o_end, o_num, o_unm, o_lab, automaton, part_of_row, o_tmo)
         return _KernelResult(self, df, work, positions, bounds, records, arrays)
+
+    def _match_consume(self, df: pd.DataFrame) -> _KernelResult | None:
+        """CONSUMPTION (row-local DEFINEs): :func:`cep_core.runtime.kernel.consume`."""
+        work, positions, bounds = prepare(self.bound, df, self.needed)
+        n = len(positions)
+        inputs = self.consume_inputs(work, n, bounds)
+        if inputs is None:
+            return None
+        nparts = len(bounds) - 1
+        q = self.plan.q
+        found = consume_partitions(q.match.consumption or "", len(q.variables), inputs, bounds,
+                                   bounds[:-1], [0] * nparts, [[] for _ in range(nparts)])[0]
+        return _KernelResult(self, df, work, positions, bounds, None, None, found)
+
+    def consume_inputs(self, work: Any, n: int, bounds: list[int]) -> tuple[
+            np.ndarray, np.ndarray | None, np.ndarray | None,
+            tuple[np.ndarray, ...] | None] | None:
+        """:meth:`kernel_inputs` for CONSUMPTION: the condition bits, with WITHIN the
+        window's end row per row and whether the row has an order value, and the
+        aggregate conditions."""
+        inputs = self.kernel_inputs(work, n, bounds)
+        if inputs is None:
+            return None
+        bits, horizon, aggs = inputs
+        return bits, horizon, self.present(work), aggs
+
+    def present(self, work: Any) -> np.ndarray | None:
+        """With WITHIN, whether each of the sorted rows ``work`` has an order value (after
+        :meth:`kernel_inputs` succeeded on them); else None."""
+        if self.window_column is None:
+            return None
+        values = _order_values(work[self.window_column])
+        assert values is not None  # kernel_inputs read it
+        return ~values[1]
 
     def kernel_inputs(self, work: Any, n: int, bounds: list[int]) -> tuple[
             np.ndarray, np.ndarray | None, tuple[np.ndarray, ...] | None] | None:
@@ -1215,7 +1253,9 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
                skip: SkipPolicy, report_unmatched: bool, first: list[int] | None = None,
                covered: list[int] | None = None, begin: list[int] | None = None,
                open_: bool = False, selection: str = "STRICT",
-               aggs: tuple[np.ndarray, ...] | None = None, ahead: int = 0) -> tuple[Any, ...]:
+               aggs: tuple[np.ndarray, ...] | None = None, ahead: int = 0,
+               present: np.ndarray | None = None, timeouts: bool = False
+               ) -> tuple[Any, ...]:
     """:func:`cep_core.runtime.kernel.run` over the partitions ``bounds`` (defaults: every
     partition from its first row, '^' there, closed); returns its results and the stop
     row per partition. Each match's labels cover its rows ``start..end-1``; under SKIP
@@ -1224,7 +1264,10 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
     conditions (:meth:`_FastBound.kernel_inputs`); the bad record index is then
     ``TOO_MANY_THREADS`` if the kernel gave up (the general matcher must run). ``ahead``
     (with ``open_``): the rows at the end of each partition whose conditions read rows
-    that have not arrived (NEXT); no attempt uses them, the first one that would waits."""
+    that have not arrived (NEXT); no attempt uses them, the first one that would waits.
+    ``present`` (with WITHIN): whether each row has an order value (a trailing NOT reads
+    it). ``timeouts``: EMIT TIMEOUTS (STRICT); the results then flag the timed-out
+    partial matches (after the bad record index)."""
     from . import kernel
 
     b = np.asarray(bounds if len(bounds) > 1 else [0, 0], dtype=np.int64)
@@ -1245,27 +1288,94 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
                      np.int64(mask_bits), report_unmatched, kernel.MEMO_LIMIT, arr(first),
                      arr(covered), arr(begin), open_, automaton.touches_end, stops,
                      None if selection == "STRICT" else kernel.SELECTIONS[selection], aggs,
-                     kernel.MAX_AGG_THREADS, ahead if open_ else 0)
+                     kernel.MAX_AGG_THREADS, ahead if open_ else 0,
+                     (automaton.guard, automaton.accept_guard,
+                      np.ones(len(bits), dtype=np.bool_) if present is None else present)
+                     if automaton.negation else None, timeouts)
     return (*out, stops)
+
+
+def consume_partitions(mode: str, k: int, inputs: tuple[np.ndarray, np.ndarray | None,
+                                                np.ndarray | None,
+                                                tuple[np.ndarray, ...] | None],
+                       bounds: list[int], first: list[int], emitted: list[int],
+                       stages: list[list[list[tuple[list[int], list[int]]]]], ahead: int = 0
+                       ) -> tuple[list[list[RawMatch]], list[list[list[tuple[list[int],
+                                                                           list[int]]]]],
+                                  list[int], list[int]]:
+    """:func:`cep_core.runtime.kernel.consume` (``k`` pattern variables) over the
+    partitions ``bounds`` from rows
+    ``first`` with ``emitted`` matches before and the open instances ``stages`` (per
+    partition, as :class:`cep_core.runtime.consumption.Instance` lists; rows in these
+    coordinates) with ``inputs`` from :meth:`_FastBound.consume_inputs`. Returns per
+    partition the matches, the open instances by stage (stage 0 empty), the matches
+    emitted so far and the next row to process."""
+    from . import kernel
+
+    nparts = len(bounds) - 1
+    init_part: list[int] = []
+    init_stage: list[int] = []
+    init_len: list[int] = []
+    init_rows: list[int] = []
+    init_labs: list[int] = []
+    for j, part_stages in enumerate(stages):
+        for s, stage in enumerate(part_stages):
+            for rows, labs in stage:
+                init_part.append(j)
+                init_stage.append(s)
+                init_len.append(len(rows))
+                init_rows += rows
+                init_labs += labs
+    bits, horizon, present, aggs = inputs
+
+    def arr(values: list[int]) -> np.ndarray:
+        return np.asarray(values, dtype=np.int64)
+
+    out = kernel.consume(bits, arr(bounds if nparts else [0]),
+                         arr([]) if horizon is None else horizon,
+                         np.zeros(0, dtype=np.bool_) if present is None else present,
+                         horizon is not None, kernel.MODES[mode], k, arr(first), ahead,
+                         arr(init_part), arr(init_stage), arr(init_len), arr(init_rows),
+                         arr(init_labs), arr(emitted), aggs)
+    (m_part, m_num, m_len, m_rows, m_labs, f_part, f_stage, f_len, f_rows, f_labs,
+     numbers, stops) = (a.tolist() for a in out)
+    found: list[list[RawMatch]] = [[] for _ in range(nparts)]
+    at = 0
+    for j, num, length in zip(m_part, m_num, m_len, strict=True):
+        rows = m_rows[at:at + length]
+        found[j].append(RawMatch(rows[0], num, rows, m_labs[at:at + length],
+                                 [False] * length))
+        at += length
+    left: list[list[list[tuple[list[int], list[int]]]]] = [
+        [[] for _ in range(k)] for _ in range(nparts)]
+    at = 0
+    for j, s, length in zip(f_part, f_stage, f_len, strict=True):
+        left[j][s].append((f_rows[at:at + length], f_labs[at:at + length]))
+        at += length
+    return found, left, numbers, stops
 
 
 class _KernelResult:
     """The matches the compiled kernel found, per partition, output by the general path's
-    own code (measures with the general compiled expressions)."""
+    own code (measures with the general compiled expressions). ``found``: the matches
+    per partition already made (CONSUMPTION; no match arrays, measures per match)."""
 
     def __init__(self, fb: _FastBound, df: pd.DataFrame, work: dict[str, pd.Series],
-                 positions: np.ndarray, bounds: list[int], records: tuple[Any, ...],
-                 arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]):
+                 positions: np.ndarray, bounds: list[int], records: tuple[Any, ...] | None,
+                 arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                               np.ndarray] | None,
+                 found: list[list[RawMatch]] | None = None):
         self.fb = fb
         self.df = df
         self.work = work
         self.positions = positions
         self.bounds = bounds
         self._records = records
-        self._found: list[list[RawMatch]] | None = None
+        self._found = found
         # The matches (no unmatched rows) as arrays: first row, one past the last row,
         # match number, and the variable of every matched row (concatenated).
-        self.start, self.end, self.number, self.labels, self.excluded = arrays
+        if arrays is not None:
+            self.start, self.end, self.number, self.labels, self.excluded = arrays
 
     def _measure_values(self) -> list[tuple[pd.Series, np.ndarray | None]]:
         """Per measure of a vectorisable plan (``FastPlan.measures``): the values (one per
@@ -1297,9 +1407,11 @@ class _KernelResult:
 
     def _parts(self) -> list[Partition]:
         if self._found is None:
-            o_start, o_end, o_num, o_unm, o_lab, automaton, part_of_row = self._records
+            assert self._records is not None
+            (o_start, o_end, o_num, o_unm, o_lab, automaton, part_of_row,
+             o_tmo) = self._records
             found: list[list[RawMatch]] = [[] for _ in range(len(self.bounds) - 1)]
-            raws = raw_matches(o_start, o_end, o_num, o_unm, o_lab, automaton)
+            raws = raw_matches(o_start, o_end, o_num, o_unm, o_lab, automaton, o_tmo)
             for raw, j in zip(raws, part_of_row[o_start].tolist(), strict=True):
                 found[j].append(raw)
             self._found = found
@@ -1320,7 +1432,9 @@ class _KernelResult:
         bound = self.fb.bound
         tree = self.fb.plan.q.tree
         if self.fb.plan.q.match.rows_per_match == "ONE":
-            if len(self.start) and _vector_measures_of(self.fb) is not None:
+            if (self._records is not None and len(self.start)
+                    and _vector_measures_of(self.fb) is not None
+                    and not self.fb.plan.q.match.emit_timeouts):  # (its timed_out column)
                 return self._one_row_vectorised()
             parts = self._parts()
             if not parts:
@@ -1328,7 +1442,8 @@ class _KernelResult:
                                                     MatchState({}, []), []))
             return select(tree, bound._one_row(self.df.reset_index(drop=True), self._state(),
                                                 parts))
-        if not self._records[3].any():  # no unmatched rows to report
+        if (self._records is not None and not self._records[3].any()  # no unmatched rows
+                and not self.fb.plan.q.match.emit_timeouts):  # nor a timed_out column
             table = all_rows_vectorised(self.fb, self.df, self.work, self.positions, self.start,
                                         self.end, self.number, self.labels, self.excluded)
             if table is not None:
@@ -1403,15 +1518,18 @@ def measure_values(measures: list[FastMeasure], columns: list[str | None], names
 
 
 def raw_matches(o_start: np.ndarray, o_end: np.ndarray, o_num: np.ndarray,
-                 o_unm: np.ndarray, o_lab: np.ndarray, automaton: Automaton) -> list[RawMatch]:
-    """The kernel's output records as the general matcher's RawMatch objects."""
+                 o_unm: np.ndarray, o_lab: np.ndarray, automaton: Automaton,
+                 o_tmo: np.ndarray | None = None) -> list[RawMatch]:
+    """The kernel's output records as the general matcher's RawMatch objects (``o_tmo``:
+    which are timed-out partial matches, EMIT TIMEOUTS)."""
     lab_var = automaton.label_var(o_lab).tolist()
     lab_excl = automaton.label_excluded(o_lab).tolist()
     skipped = bool(len(o_lab)) and bool((o_lab == automaton.n_states).any())
     out: list[RawMatch] = []
     at = 0
-    for a, b, num, unm in zip(o_start.tolist(), o_end.tolist(), o_num.tolist(),
-                              o_unm.tolist(), strict=True):
+    timed = [False] * len(o_start) if o_tmo is None else o_tmo.tolist()
+    for a, b, num, unm, tmo in zip(o_start.tolist(), o_end.tolist(), o_num.tolist(),
+                                   o_unm.tolist(), timed, strict=True):
         if unm:
             out.append(RawMatch(a, 0, unmatched=True))
             continue
@@ -1421,7 +1539,7 @@ def raw_matches(o_start: np.ndarray, o_end: np.ndarray, o_num: np.ndarray,
                                 [lab_excl[at + i] for i in kept]))
         else:
             out.append(RawMatch(a, num, list(range(a, b)), lab_var[at:at + b - a],
-                                lab_excl[at:at + b - a]))
+                                lab_excl[at:at + b - a], timed_out=tmo))
         at += b - a
     return out
 

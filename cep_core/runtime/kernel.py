@@ -37,6 +37,21 @@ Navigation in DEFINE (``B AS x > A.x``, ``x >= FIRST(x)``: the value of a column
 first / last row of a variable so far) is carried the same way, as the aggregates FIRST
 and LAST (a NULL value is kept as NaN, which the fast path reads as NULL anyway).
 
+Negation (``NOT v``, SKIP TILL): a state carries the variables negated before it
+(:mod:`cep_core.compile.nfa`); a thread waiting in it dies at a row that satisfies one of
+them, and an ACCEPT after a trailing ``NOT`` holds only if no row after the match inside
+the window satisfies it (:func:`_trailing`; otherwise the next target is tried, as the
+backtracking matcher tries its next path).
+
+EMIT TIMEOUTS (strict contiguity): an attempt without a match whose threads are cut off
+by the window (or the partition's end) yields the path of the most preferred of them, the
+backtracking matcher's first longest partial match (all have the same length).
+
+CONSUMPTION modes (:func:`consume`) are not an automaton: the open instances of
+:mod:`cep_core.runtime.consumption` are kept per stage as queues of instances (rows in a
+pool, never modified in place); a row extends an instance if its condition bit is set and
+the DEFINE's aggregate / navigation conditions hold over the instance's rows and the row.
+
 This module imports numba; it is only imported when a query runs on the kernel.
 """
 
@@ -192,14 +207,36 @@ def _aggregates_hold(v: int, pos: int, acc: np.ndarray, cnt: np.ndarray, out_acc
 
 
 @njit(cache=True)
+def _trailing(bits: np.ndarray, present: np.ndarray, mask: np.uint64, start: int, pos: int,
+              hi: int, horizon: np.ndarray, has_window: bool) -> int:  # pragma: no cover
+    """A trailing ``NOT`` (variables ``mask``) after a match of rows ``start..pos-1``: 0 if
+    a row after it inside the window (rows ``pos..``, up to the window's end) satisfies
+    one of them, 1 if none does and the window has passed (a later row with an order value
+    lies beyond it), 2 if none does so far but the window reaches the last row ``hi - 1``
+    (incremental matching waits; at the end of the input the match holds). Rows without an
+    order value are not checked."""
+    if mask == 0 or not has_window or not present[start]:
+        return 1
+    end = min(hi, horizon[start])
+    for r in range(pos, end):
+        if present[r] and (bits[r] & mask) != 0:
+            return 0
+    if end < hi and present[end]:
+        return 1
+    return 2
+
+
+@njit(cache=True)
 def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: bool,
         state_var: np.ndarray, ptr: np.ndarray, targets: np.ndarray, skip_kind: int,
         skip_mask: np.int64, report_unmatched: bool, memo_limit: int,
         first: np.ndarray, covered_from: np.ndarray, begin: np.ndarray, open_: bool,
         touches_end: np.ndarray, stops: np.ndarray, selection: int | None,
-        aggs: tuple[np.ndarray, ...] | None, max_threads: int, ahead: int
+        aggs: tuple[np.ndarray, ...] | None, max_threads: int, ahead: int,
+        neg: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+        timeouts: bool = False
         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                   int]:  # pragma: no cover - compiled
+                   int, np.ndarray]:  # pragma: no cover - compiled
     """Matches of every partition ``bounds[j]..bounds[j+1]-1``, from its row ``first[j]``
     (rows below ``covered_from[j]`` count as covered by a match; '^' matches at row
     ``begin[j]``).
@@ -227,7 +264,17 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     the addend and factor), the sign of the value, the addend and the factor per row (the
     left side is ``sign * (value * factor) + addend``). If a step
     needs more than ``max_threads`` threads, matching stops and the bad record index is -2
-    (the caller runs the general matcher)."""
+    (the caller runs the general matcher).
+
+    ``neg`` (negation, :mod:`cep_core.compile.nfa`; None: none, numba compiles without
+    it): per state the variables (bit mask) a row it skips may not satisfy, per ACCEPT
+    target ``n_states + i`` those of a trailing NOT (:func:`_trailing`), and per row
+    whether it has an order value.
+
+    ``timeouts`` (EMIT TIMEOUTS, STRICT): an attempt that finds no match but has threads
+    left when the window (or the partition) ends yields a timed-out partial match, the
+    path of the most preferred of them (they all have its length), numbered like a match;
+    the last array flags these records."""
     n_states = len(state_var)
     accept = n_states
     o_start = np.empty(16, dtype=np.int64)
@@ -235,6 +282,7 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     o_num = np.empty(16, dtype=np.int64)
     o_unm = np.empty(16, dtype=np.bool_)
     o_lab = np.empty(16, dtype=np.int32)
+    o_tmo = np.zeros(16, dtype=np.bool_)
     n_out = 0
     n_lab = 0
     n_aggs = 0
@@ -288,6 +336,8 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
             if has_window:
                 limit = min(hi, horizon[start])
             n_nodes = 0
+            t_end = -1  # EMIT TIMEOUTS: the end and path of the partial match cut off
+            t_node = -1
             best_end = -1
             best_node = -1
             pos = start
@@ -298,7 +348,14 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
             i = case
             for t_i in range(ptr[i], ptr[i + 1]):
                 t = targets[t_i]
-                if t == accept:
+                if t >= accept:
+                    if neg is not None:
+                        verdict = _trailing(bits, neg[2], neg[1][t - accept], start, pos, hi,
+                                            horizon, has_window)
+                        if verdict == 0:
+                            continue
+                        if verdict == 2 and open_:
+                            touched = True
                     best_end = pos
                     best_node = -1
                     break
@@ -351,7 +408,15 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                             accepted = False
                             for t_i in range(ptr[i], ptr[i + 1]):
                                 t = targets[t_i]
-                                if t == accept:
+                                if t >= accept:
+                                    if neg is not None:
+                                        verdict = _trailing(bits, neg[2], neg[1][t - accept],
+                                                            start, pos + 1, hi, horizon,
+                                                            has_window)
+                                        if verdict == 0:
+                                            continue  # the trailing NOT fails this path
+                                        if verdict == 2 and open_:
+                                            touched = True
                                     best_end = pos + 1
                                     best_node = node
                                     accepted = True
@@ -366,7 +431,7 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                                         continue
                                     if n_nxt == cap:
                                         return (o_start[:n_out], o_end[:n_out], o_num[:n_out],
-                                                o_unm[:n_out], o_lab[:n_lab], -2)
+                                                o_unm[:n_out], o_lab[:n_lab], -2, o_tmo[:n_out])
                                     _store(nxt_acc, nxt_cnt, n_nxt, new_acc, new_cnt)
                                 nxt_s[n_nxt] = t
                                 nxt_n[n_nxt] = node
@@ -377,7 +442,10 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                                 continue
                         # SKIP TILL NEXT / ANY MATCH: wait in s for a later row (the row
                         # fails; under ANY also when it holds, as the alternative less
-                        # preferred than taking it)
+                        # preferred than taking it) -- unless the row satisfies a variable
+                        # negated before s (NOT v: it may not be skipped over)
+                        if neg is not None and (b & neg[0][s]) != 0:
+                            continue
                         if aggs is None:
                             if _enter(memo, marks, failed, stamp,
                                       (pos + 1 - lo) * n_states + s, s, start, step):
@@ -388,11 +456,14 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                                            old_acc, old_cnt):
                             if n_nxt == cap:
                                 return (o_start[:n_out], o_end[:n_out], o_num[:n_out],
-                                        o_unm[:n_out], o_lab[:n_lab], -2)
+                                        o_unm[:n_out], o_lab[:n_lab], -2, o_tmo[:n_out])
                             nxt_s[n_nxt] = s
                             nxt_n[n_nxt] = cur_n[c]
                             _store(nxt_acc, nxt_cnt, n_nxt, old_acc, old_cnt)
                             n_nxt += 1
+                if timeouts and pos >= limit and pos > start:
+                    t_end = pos  # the threads left are cut off by the window
+                    t_node = cur_n[0]
                 tmp_s = cur_s
                 cur_s = nxt_s
                 nxt_s = tmp_s
@@ -412,6 +483,29 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
             if touched:
                 stops[j] = start
                 break
+            if best_end < 0 and t_end >= 0:  # a timed-out partial match; resume at start + 1
+                number += 1
+                need = n_out + 1
+                o_start = _grow(o_start, need)
+                o_end = _grow(o_end, need)
+                o_num = _grow(o_num, need)
+                o_unm = _grow(o_unm, need)
+                o_tmo = _grow(o_tmo, need)
+                o_start[n_out] = start
+                o_end[n_out] = t_end
+                o_num[n_out] = number
+                o_unm[n_out] = False
+                o_tmo[n_out] = True
+                n_out += 1
+                length = t_end - start
+                o_lab = _grow(o_lab, n_lab + length)
+                node = t_node
+                for r in range(length - 1, -1, -1):
+                    o_lab[n_lab + r] = node_state[node]
+                    node = node_parent[node]
+                n_lab += length
+                start += 1
+                continue
             if best_end < 0:
                 if memo:
                     failed[start] = True
@@ -421,6 +515,8 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                     o_end = _grow(o_end, need)
                     o_num = _grow(o_num, need)
                     o_unm = _grow(o_unm, need)
+                    o_tmo = _grow(o_tmo, need)
+                    o_tmo[n_out] = False
                     o_start[n_out] = start
                     o_end[n_out] = start
                     o_num[n_out] = 0
@@ -434,6 +530,8 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
             o_end = _grow(o_end, need)
             o_num = _grow(o_num, need)
             o_unm = _grow(o_unm, need)
+            o_tmo = _grow(o_tmo, need)
+            o_tmo[n_out] = False
             o_start[n_out] = start
             o_end[n_out] = best_end
             o_num[n_out] = number
@@ -477,6 +575,363 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                             break
                 if target < 0 or target == start:
                     return (o_start[:n_out], o_end[:n_out], o_num[:n_out], o_unm[:n_out],
-                            o_lab[:n_lab], n_out - 1)
+                            o_lab[:n_lab], n_out - 1, o_tmo[:n_out])
                 start = target
-    return o_start[:n_out], o_end[:n_out], o_num[:n_out], o_unm[:n_out], o_lab[:n_lab], -1
+    return (o_start[:n_out], o_end[:n_out], o_num[:n_out], o_unm[:n_out], o_lab[:n_lab], -1,
+            o_tmo[:n_out])
+
+
+@njit(cache=True)
+def _instance_holds(v: int, r: int, off: int, length: int, pool_r: np.ndarray,
+                    pool_l: np.ndarray, aggs: tuple[np.ndarray, ...], acc: np.ndarray,
+                    cnt: np.ndarray, out_acc: np.ndarray,
+                    out_cnt: np.ndarray) -> bool:  # pragma: no cover - compiled
+    """Whether the aggregate conditions of ``v``'s DEFINE hold for row ``r`` mapped to
+    ``v`` after the instance whose rows and variables are ``pool_r/pool_l[off:off +
+    length]`` (their running aggregates, as a thread of :func:`run` carries them)."""
+    acc[:] = 0.0
+    cnt[:] = 0
+    for x in range(off, off + length):
+        _aggregates_hold(pool_l[x], pool_r[x], acc, cnt, out_acc, out_cnt, aggs)
+        acc[:] = out_acc
+        cnt[:] = out_cnt
+    return _aggregates_hold(v, r, acc, cnt, out_acc, out_cnt, aggs)
+
+
+# Consumption modes as :func:`consume` takes them.
+RECENT, FIRST, CHRONICLE, CUMULATIVE, CONTINUOUS = 0, 1, 2, 3, 4
+MODES = {"RECENT": RECENT, "FIRST": FIRST, "CHRONICLE": CHRONICLE, "CUMULATIVE": CUMULATIVE,
+         "CONTINUOUS": CONTINUOUS}
+
+
+@njit(cache=True)
+def consume(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, present: np.ndarray,
+            has_window: bool, mode: int, k: int, first: np.ndarray, ahead: int,
+            init_part: np.ndarray, init_stage: np.ndarray, init_len: np.ndarray,
+            init_rows: np.ndarray, init_labs: np.ndarray, emitted: np.ndarray,
+            aggs: tuple[np.ndarray, ...] | None = None
+            ) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
+    """CONSUMPTION ``mode`` over the partitions ``bounds[j]..bounds[j+1]-1`` for
+    ``PATTERN (V0 .. V(k-1))`` (row-local conditions: bit ``v`` of ``bits[r]``): the
+    instance semantics of :mod:`cep_core.runtime.consumption`. Partition ``j`` is
+    processed from row ``first[j]`` up to its last ``ahead`` rows (rows whose conditions
+    read rows not arrived yet), starting from the open instances given as ``init_*``
+    (partition, stage, number of rows, and their rows and variables concatenated; grouped
+    by partition, in stage order) and ``emitted[j]`` matches emitted before. ``aggs`` (as
+    :func:`run` takes them; None: none): the DEFINEs' conditions on the match so far,
+    evaluated over an instance's rows and the row (:func:`_instance_holds`); a terminator
+    then takes the oldest instance they hold for (CHRONICLE), every such instance
+    (CONTINUOUS, which still empties the stage), or the single one if they hold. With a
+    window, an instance is dropped at a row ``r >= horizon[its first row]`` (a CUMULATIVE
+    stage-1 aggregate drops its rows one by one) and rows without an order value
+    (``present``) are ignored.
+
+    Returns the matches (partition, number, rows' count; rows and variables
+    concatenated), the open instances at the end (as ``init_*``), and per partition the
+    matches emitted and the next row to process."""
+    n_parts = len(bounds) - 1
+    pool_r = np.empty(64, dtype=np.int64)
+    pool_l = np.empty(64, dtype=np.int64)
+    n_pool = 0
+    inst_off = np.empty(16, dtype=np.int64)
+    inst_len = np.empty(16, dtype=np.int64)
+    n_inst = 0
+    cap = 16
+    queue = np.empty((k, cap), dtype=np.int64)
+    head = np.zeros(k, dtype=np.int64)
+    tail = np.zeros(k, dtype=np.int64)
+    pend = np.empty(16, dtype=np.int64)
+    m_part = np.empty(16, dtype=np.int64)
+    m_num = np.empty(16, dtype=np.int64)
+    m_len = np.empty(16, dtype=np.int64)
+    m_rows = np.empty(16, dtype=np.int64)
+    m_labs = np.empty(16, dtype=np.int64)
+    n_m = 0
+    n_mr = 0
+    f_part = np.empty(16, dtype=np.int64)
+    f_stage = np.empty(16, dtype=np.int64)
+    f_len = np.empty(16, dtype=np.int64)
+    f_rows = np.empty(16, dtype=np.int64)
+    f_labs = np.empty(16, dtype=np.int64)
+    n_f = 0
+    n_fr = 0
+    numbers = emitted.copy()
+    stops = np.zeros(n_parts, dtype=np.int64)
+    sel = np.empty(16, dtype=np.int64)
+    n_aggs = 0 if aggs is None else len(aggs[3])
+    acc = np.zeros(n_aggs, dtype=np.float64)
+    cnt = np.zeros(n_aggs, dtype=np.int64)
+    out_acc = np.zeros(n_aggs, dtype=np.float64)
+    out_cnt = np.zeros(n_aggs, dtype=np.int64)
+    c = 0  # next initial instance
+    c_row = 0
+    for j in range(n_parts):
+        gc_at = 4096
+        lo = bounds[j]
+        end = max(lo, bounds[j + 1] - ahead)
+        head[:] = 0
+        tail[:] = 0
+        n_pool = 0
+        n_inst = 0
+        while c < len(init_part) and init_part[c] == j:
+            length = init_len[c]
+            pool_r = _grow(pool_r, n_pool + length)
+            pool_l = _grow(pool_l, n_pool + length)
+            pool_r[n_pool:n_pool + length] = init_rows[c_row:c_row + length]
+            pool_l[n_pool:n_pool + length] = init_labs[c_row:c_row + length]
+            inst_off = _grow(inst_off, n_inst + 1)
+            inst_len = _grow(inst_len, n_inst + 1)
+            inst_off[n_inst] = n_pool
+            inst_len[n_inst] = length
+            s = init_stage[c]
+            if tail[s] == cap:
+                bigger = np.empty((k, 2 * cap), dtype=np.int64)
+                bigger[:, :cap] = queue
+                queue = bigger
+                cap *= 2
+            queue[s, tail[s]] = n_inst
+            tail[s] += 1
+            n_inst += 1
+            n_pool += length
+            c_row += length
+            c += 1
+        number = numbers[j]
+        for r in range(first[j], end):
+            if has_window:
+                if not present[r]:
+                    continue
+                for s in range(1, k):
+                    w = head[s]
+                    for q in range(head[s], tail[s]):
+                        i = queue[s, q]
+                        off = inst_off[i]
+                        length = inst_len[i]
+                        if mode == CUMULATIVE and s == 1:
+                            kept = 0
+                            for x in range(off, off + length):
+                                if r < horizon[pool_r[x]]:
+                                    kept += 1
+                            if kept == 0:
+                                continue
+                            if kept < length:  # a new instance of the rows kept
+                                pool_r = _grow(pool_r, n_pool + kept)
+                                pool_l = _grow(pool_l, n_pool + kept)
+                                at = n_pool
+                                for x in range(off, off + length):
+                                    if r < horizon[pool_r[x]]:
+                                        pool_r[at] = pool_r[x]
+                                        pool_l[at] = pool_l[x]
+                                        at += 1
+                                inst_off = _grow(inst_off, n_inst + 1)
+                                inst_len = _grow(inst_len, n_inst + 1)
+                                inst_off[n_inst] = n_pool
+                                inst_len[n_inst] = kept
+                                n_pool += kept
+                                i = n_inst
+                                n_inst += 1
+                        elif r >= horizon[pool_r[off]]:
+                            continue
+                        queue[s, w] = i
+                        w += 1
+                    tail[s] = w
+            # ---- the row's role: terminator of the highest stage that takes it, else
+            # initiator; the new instances to deliver to stage `target` go to `pend`
+            n_pend = 0
+            target = -1
+            b = bits[r]
+            for s in range(k - 1, 0, -1):
+                if head[s] == tail[s] or not (b >> np.uint64(s)) & np.uint64(1):
+                    continue
+                if mode == FIRST and s + 1 < k and head[s + 1] < tail[s + 1]:
+                    continue  # the next stage is taken: the row does not play this role
+                # the instances the row terminates (queue positions, oldest first)
+                last = tail[s] if mode == CHRONICLE or mode == CONTINUOUS else head[s] + 1
+                sel = _grow(sel, last - head[s])
+                n_sel = 0
+                for q in range(head[s], last):
+                    i = queue[s, q]
+                    if aggs is None or _instance_holds(s, r, inst_off[i], inst_len[i], pool_r,
+                                                       pool_l, aggs, acc, cnt, out_acc,
+                                                       out_cnt):
+                        sel[n_sel] = q
+                        n_sel += 1
+                        if mode != CONTINUOUS:
+                            break
+                if n_sel == 0:
+                    continue
+                pend = _grow(pend, n_sel)
+                for e in range(n_sel):
+                    i = queue[s, sel[e]]
+                    off = inst_off[i]
+                    length = inst_len[i]
+                    pool_r = _grow(pool_r, n_pool + length + 1)
+                    pool_l = _grow(pool_l, n_pool + length + 1)
+                    pool_r[n_pool:n_pool + length] = pool_r[off:off + length]
+                    pool_l[n_pool:n_pool + length] = pool_l[off:off + length]
+                    pool_r[n_pool + length] = r
+                    pool_l[n_pool + length] = s
+                    inst_off = _grow(inst_off, n_inst + 1)
+                    inst_len = _grow(inst_len, n_inst + 1)
+                    inst_off[n_inst] = n_pool
+                    inst_len[n_inst] = length + 1
+                    n_pool += length + 1
+                    pend[n_pend] = n_inst
+                    n_pend += 1
+                    n_inst += 1
+                if mode == CONTINUOUS:
+                    head[s] = tail[s]  # the stage is emptied
+                else:  # the instance taken leaves the queue (the others keep their order)
+                    for q in range(sel[0], head[s], -1):
+                        queue[s, q] = queue[s, q - 1]
+                    head[s] += 1
+                if head[s] == tail[s]:
+                    head[s] = 0
+                    tail[s] = 0
+                target = s + 1
+                break
+            if target < 0:
+                if mode == FIRST and head[1] < tail[1]:
+                    continue  # later initiators wait until the first one is consumed
+                if not b & np.uint64(1):
+                    continue
+                if aggs is not None:  # V0's DEFINE after the CUMULATIVE aggregate, if any
+                    base_off = 0
+                    base_len = 0
+                    if mode == CUMULATIVE and head[1] < tail[1]:
+                        base_off = inst_off[queue[1, head[1]]]
+                        base_len = inst_len[queue[1, head[1]]]
+                    if not _instance_holds(0, r, base_off, base_len, pool_r, pool_l, aggs, acc,
+                                           cnt, out_acc, out_cnt):
+                        continue
+                pool_r = _grow(pool_r, n_pool + 1)
+                pool_l = _grow(pool_l, n_pool + 1)
+                pool_r[n_pool] = r
+                pool_l[n_pool] = 0
+                inst_off = _grow(inst_off, n_inst + 1)
+                inst_len = _grow(inst_len, n_inst + 1)
+                inst_off[n_inst] = n_pool
+                inst_len[n_inst] = 1
+                n_pool += 1
+                pend = _grow(pend, 1)
+                pend[0] = n_inst
+                n_pend = 1
+                n_inst += 1
+                target = 1
+            # ---- deliver
+            for p in range(n_pend):
+                i = pend[p]
+                off = inst_off[i]
+                length = inst_len[i]
+                if target == k:  # a match
+                    number += 1
+                    m_part = _grow(m_part, n_m + 1)
+                    m_num = _grow(m_num, n_m + 1)
+                    m_len = _grow(m_len, n_m + 1)
+                    m_rows = _grow(m_rows, n_mr + length)
+                    m_labs = _grow(m_labs, n_mr + length)
+                    m_part[n_m] = j
+                    m_num[n_m] = number
+                    m_len[n_m] = length
+                    m_rows[n_mr:n_mr + length] = pool_r[off:off + length]
+                    m_labs[n_mr:n_mr + length] = pool_l[off:off + length]
+                    n_m += 1
+                    n_mr += length
+                    continue
+                s = target
+                if mode == RECENT or mode == FIRST:
+                    head[s] = 0
+                    tail[s] = 0
+                elif mode == CUMULATIVE and head[s] < tail[s]:
+                    # merged (sorted by row) into the aggregate instance there
+                    i0 = queue[s, head[s]]
+                    off0 = inst_off[i0]
+                    len0 = inst_len[i0]
+                    pool_r = _grow(pool_r, n_pool + len0 + length)
+                    pool_l = _grow(pool_l, n_pool + len0 + length)
+                    a = off0
+                    z = off
+                    at = n_pool
+                    while a < off0 + len0 or z < off + length:
+                        if z == off + length or (a < off0 + len0 and pool_r[a] < pool_r[z]):
+                            pool_r[at] = pool_r[a]
+                            pool_l[at] = pool_l[a]
+                            a += 1
+                        else:
+                            pool_r[at] = pool_r[z]
+                            pool_l[at] = pool_l[z]
+                            z += 1
+                        at += 1
+                    inst_off = _grow(inst_off, n_inst + 1)
+                    inst_len = _grow(inst_len, n_inst + 1)
+                    inst_off[n_inst] = n_pool
+                    inst_len[n_inst] = len0 + length
+                    n_pool += len0 + length
+                    queue[s, head[s]] = n_inst
+                    n_inst += 1
+                    continue
+                if tail[s] == cap:
+                    if head[s] > 0:
+                        live = tail[s] - head[s]
+                        queue[s, :live] = queue[s, head[s]:tail[s]].copy()
+                        head[s] = 0
+                        tail[s] = live
+                    else:
+                        bigger = np.empty((k, 2 * cap), dtype=np.int64)
+                        bigger[:, :cap] = queue
+                        queue = bigger
+                        cap *= 2
+                queue[s, tail[s]] = i
+                tail[s] += 1
+            # ---- keep the pool small: copy the open instances out when it has grown
+            if n_pool > gc_at:
+                live = 0
+                for s in range(1, k):
+                    for q in range(head[s], tail[s]):
+                        live += inst_len[queue[s, q]]
+                if 2 * live < n_pool:
+                    new_r = np.empty(max(64, 2 * live), dtype=np.int64)
+                    new_l = np.empty(max(64, 2 * live), dtype=np.int64)
+                    new_off = np.empty(16, dtype=np.int64)
+                    new_len = np.empty(16, dtype=np.int64)
+                    at = 0
+                    n_new = 0
+                    for s in range(1, k):
+                        for q in range(head[s], tail[s]):
+                            i = queue[s, q]
+                            off = inst_off[i]
+                            length = inst_len[i]
+                            new_r[at:at + length] = pool_r[off:off + length]
+                            new_l[at:at + length] = pool_l[off:off + length]
+                            new_off = _grow(new_off, n_new + 1)
+                            new_len = _grow(new_len, n_new + 1)
+                            new_off[n_new] = at
+                            new_len[n_new] = length
+                            queue[s, q] = n_new
+                            n_new += 1
+                            at += length
+                    pool_r, pool_l, inst_off, inst_len = new_r, new_l, new_off, new_len
+                    n_pool = at
+                    n_inst = n_new
+                gc_at = max(4096, 2 * n_pool)
+        numbers[j] = number
+        stops[j] = max(end, first[j])
+        for s in range(1, k):  # the open instances at the end
+            for q in range(head[s], tail[s]):
+                i = queue[s, q]
+                off = inst_off[i]
+                length = inst_len[i]
+                f_part = _grow(f_part, n_f + 1)
+                f_stage = _grow(f_stage, n_f + 1)
+                f_len = _grow(f_len, n_f + 1)
+                f_rows = _grow(f_rows, n_fr + length)
+                f_labs = _grow(f_labs, n_fr + length)
+                f_part[n_f] = j
+                f_stage[n_f] = s
+                f_len[n_f] = length
+                f_rows[n_fr:n_fr + length] = pool_r[off:off + length]
+                f_labs[n_fr:n_fr + length] = pool_l[off:off + length]
+                n_f += 1
+                n_fr += length
+    return (m_part[:n_m], m_num[:n_m], m_len[:n_m], m_rows[:n_mr], m_labs[:n_mr],
+            f_part[:n_f], f_stage[:n_f], f_len[:n_f], f_rows[:n_fr], f_labs[:n_fr],
+            numbers, stops)

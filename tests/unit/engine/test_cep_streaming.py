@@ -250,7 +250,8 @@ def test_unmatched_rows_are_emitted_once_no_match_can_use_them() -> None:
 
 _MODES = ["RECENT", "FIRST", "CHRONICLE", "CUMULATIVE", "CONTINUOUS"]
 _CONSUMPTION_CONDITIONS = ["v = {i}", "v >= {i}", "v > PREV(v)", "v = NEXT(v)", "TRUE",
-                           "v >= A.v", "COUNT(A.*) <= 2"]
+                           # conditions on the match so far (the instance)
+                           "COUNT(A.*) <= 2", "SUM(v) <= 3", "v >= A.v", "v <> FIRST(v)"]
 
 
 @st.composite
@@ -260,7 +261,7 @@ def consumption_cases(draw: st.DrawFn) -> tuple[str, pd.DataFrame]:
     defines = []
     for i, name in enumerate(names):
         cond = draw(st.sampled_from(_CONSUMPTION_CONDITIONS if i else
-                                    _CONSUMPTION_CONDITIONS[:5]))
+                                    _CONSUMPTION_CONDITIONS[:7]))
         defines.append(f"{name} AS {cond.format(i=i % 3)}")
     mode = draw(st.sampled_from(_MODES))
     within = draw(st.one_of(st.none(), st.integers(0, 6)))
@@ -286,8 +287,15 @@ def consumption_cases(draw: st.DrawFn) -> tuple[str, pd.DataFrame]:
 @given(consumption_cases(), st.lists(st.integers(0, 20), max_size=4), st.booleans())
 def test_incremental_consumption_agrees_with_whole_table(
         case: tuple[str, pd.DataFrame], cuts: list[int], restore: bool) -> None:
+    """Batch and incremental (random batches, state saved and restored) on the compiled
+    kernel (cep_core.runtime.kernel.consume; conditions on the match so far evaluated per
+    instance) against the general matcher (cep_core.runtime.consumption)."""
     query, df = case
-    assert _stream(query, df, cuts, restore) == _whole(query, df)
+    general = cep_core.compile_query(query, engine="general")
+    expected = general.find_matches(df)
+    assert _whole(query, df) == expected
+    assert _stream(query, df, cuts, restore) == expected
+    assert _records(cep_core.compile_query(query).run(df)) == _records(general.run(df))
     _assert_same_table(query, df, cuts, restore)
 
 

@@ -1,6 +1,7 @@
 """The compiled automaton (cep_core.compile.nfa + cep_core.runtime.kernel) against the
 general backtracking matcher: random patterns (alternation, groups, PERMUTE, anchors,
-exclusion, nested and reluctant quantifiers), skip modes, rows per match, WITHIN, the
+exclusion, nested and reluctant quantifiers; negation NOT v between terms and trailing),
+skip modes, rows per match, WITHIN (and EMIT TIMEOUTS), the
 selection strategies (SKIP TILL NEXT / ANY MATCH), aggregates and navigation to other rows
 of the match (``B.x > A.x``, ``FIRST(x)``) in DEFINE over random data must give the same
 matches, rows, measures and errors, batch and incremental (also with NEXT). Also the bound
@@ -74,8 +75,13 @@ def cases(draw: st.DrawFn) -> tuple[str, pd.DataFrame]:
         pattern = "^ " + pattern
     if draw(st.integers(0, 5)) == 0:
         pattern = pattern + " $"
-    used = [v for v in "ABC" if v in pattern]
-    conditions = CONDITIONS + (AGG_CONDITIONS if draw(st.booleans()) else [])
+    elif draw(st.integers(0, 4)) == 0:
+        # negation (NOT D): between two terms (needs SKIP TILL) or trailing (needs WITHIN);
+        # invalid combinations are compile errors (skipped below)
+        pattern = f"({pattern}) NOT D" + draw(st.sampled_from(["", " C", " (A | B)+", " B*? C"]))
+    used = [v for v in "ABCD" if v in pattern]
+    negation = "NOT D" in pattern  # (with row-local DEFINEs only on the kernel)
+    conditions = CONDITIONS + (AGG_CONDITIONS if draw(st.booleans()) and not negation else [])
     defines = {v: draw(st.sampled_from(conditions)) for v in used if draw(st.booleans())}
     measures = draw(st.lists(st.sampled_from(
         [m for m in MEASURES if all(f"{x}." not in m for x in "ABC" if x not in used)]),
@@ -85,10 +91,13 @@ def cases(draw: st.DrawFn) -> tuple[str, pd.DataFrame]:
     rows = draw(st.sampled_from(ROWS))
     if "{-" in pattern and "UNMATCHED" in rows:
         rows = "ALL ROWS PER MATCH"
-    within = draw(st.sampled_from(["", "", "", "3", "8"]))
+    within = draw(st.sampled_from(["3", "8"] if negation else ["", "", "", "3", "8"]))
     # SKIP TILL NEXT / ANY MATCH: a thread that has a row waits in its state for a later one
     selection = draw(st.sampled_from(["", "", "", " SKIP TILL NEXT MATCH",
-                                      " SKIP TILL ANY MATCH"]))
+                                      " SKIP TILL ANY MATCH"][2 * negation:]))
+    # EMIT TIMEOUTS (STRICT, batch on the kernel): partial matches cut off by the window
+    timeouts = bool(within and not selection and "UNMATCHED" not in rows
+                    and draw(st.integers(0, 2)) == 0)
     partition = draw(st.booleans())
     n = draw(st.integers(0, 30))
     values = draw(st.lists(st.one_of(st.integers(0, 4), st.none()) if draw(st.booleans())
@@ -105,6 +114,7 @@ def cases(draw: st.DrawFn) -> tuple[str, pd.DataFrame]:
             + (f"MEASURES {', '.join(measures)} " if measures else "")
             + f"{rows} AFTER MATCH SKIP {skip} PATTERN ({pattern})"
             + (f" WITHIN {within}" if within else "") + selection
+            + (" EMIT TIMEOUTS" if timeouts else "")
             + (f" DEFINE {define}" if define else "") + ")")
     return text, df
 
@@ -164,6 +174,34 @@ def test_selection_strategies_run_compiled(tail: str, expected: str) -> None:
     df = pd.DataFrame({"ts": range(8), "v": [2, 0, 3, 1, 1, 0, 2, 0]})
     general = cep_core.compile_query(q.text, engine="general")
     assert q.find_matches(df) == general.find_matches(df) != []
+
+
+@pytest.mark.parametrize("mode", ["RECENT", "FIRST", "CHRONICLE", "CUMULATIVE",
+                                  "CONTINUOUS"])
+def test_consumption_runs_compiled(mode: str) -> None:
+    """CONSUMPTION runs on the kernel (kernel.consume), batch and incremental; many open
+    instances (CHRONICLE, CONTINUOUS) and a growing aggregate (CUMULATIVE) over 3,000 rows
+    give the general matcher's matches, also with a DEFINE that reads the match so far
+    (evaluated per instance)."""
+    text = ("SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts MEASURES "
+            "FIRST(A.ts) AS a, LAST(C.ts) AS c, COUNT(*) AS n PATTERN (A B C) WITHIN 400 "
+            f"SKIP TILL NEXT MATCH CONSUMPTION {mode} DEFINE A AS v < 3, B AS v = 5, "
+            "C AS v > PREV(v) AND v >= 8)")
+    q = cep_core.compile_query(text)
+    assert q.plan == f"compiled: CONSUMPTION {mode}; WITHIN 400; SKIP TILL NEXT MATCH", q.plan
+    n = 3000
+    df = pd.DataFrame({"p": ["x", "y"] * (n // 2), "ts": range(n),
+                       "v": [(i * 7919) % 11 for i in range(n)]})
+    general = cep_core.compile_query(text, engine="general")
+    expected = general.find_matches(df)
+    assert q.find_matches(df) == expected != []
+    assert _incremental(text, df, [700, 701, 2000]) == sorted(expected, key=_order)
+    text = text.replace("B AS v = 5", "B AS v = 5 AND A.v < 2")
+    q = cep_core.compile_query(text)
+    assert q.plan.endswith("; navigation in DEFINE"), q.plan
+    expected = cep_core.compile_query(text, engine="general").find_matches(df)
+    assert q.find_matches(df) == expected != []
+    assert _incremental(text, df, [1500]) == sorted(expected, key=_order)
 
 
 @pytest.mark.parametrize("define", [
