@@ -42,6 +42,9 @@ def main() -> int:
     parser.add_argument("--lines-per-file", type=int, default=1000)
     parser.add_argument("--history", type=int, default=30, help="files landed as history")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--files-per-trigger", type=int, default=50,
+                        help="max_files_per_trigger while the history lands (micro-batches "
+                             "of that many files; 2 GiB of driver heap held 1M lines)")
     parser.add_argument("--modes", default="incremental,recompute",
                         help="run order (the second mode runs on a warmer session)")
     args = parser.parse_args()
@@ -70,7 +73,8 @@ def main() -> int:
     for mode in args.modes.split(","):
         home = root / mode
         local = dataclasses.replace(base, home=home, queries_dir=str(queries),
-                                    incremental_patterns=mode == "incremental")
+                                    incremental_patterns=mode == "incremental",
+                                    max_files_per_trigger=args.files_per_trigger)
         local.landing.mkdir(parents=True)
         lines: list[str] = []
         for f in files[:args.history]:
@@ -142,7 +146,7 @@ def main() -> int:
                         "history_files": args.history, "batches": n, "query": "rfid_abc"},
            "machine": {"cpus": os.cpu_count(), "load_average_1_5_15_end": os.getloadavg(),
                        "python": platform.python_version(), "platform": platform.platform()},
-           "summary": summary, "batches": results}
+           "files_per_trigger": args.files_per_trigger, "summary": summary, "batches": results}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "gold_batch_cost.json").write_text(json.dumps(out, indent=1) + "\n")
     (args.out / "gold_batch_cost.partial.json").unlink(missing_ok=True)

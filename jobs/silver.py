@@ -267,7 +267,8 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
             F.col("source_file").alias("_kept_file"),
             F.col("line_no").alias("_kept_line"),
         )
-        if counts["valid"] <= BROADCAST_IDS:  # history is probed, not shuffled
+        small = counts["valid"] <= BROADCAST_IDS
+        if small:  # history is probed, not shuffled
             existing = existing.join(F.broadcast(ranked.where("_rank = 1").select("event_id")),
                                      "event_id", "left_semi")
         kept = F.col("_kept_file").isNotNull()
@@ -275,9 +276,13 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
             F.col("_kept_line") == F.col("line_no"))
         classified = ranked.join(existing, "event_id", "left").withColumn(
             "_class", F.when(F.col("_rank") > 1, "duplicate").when(~kept, "new")
-            .when(same_row, "written").otherwise("duplicate")).persist()
+            .when(same_row, "written").otherwise("duplicate"))
+        # a small batch is kept and counted (no empty appends); a large one is computed
+        # once per table instead of held (a 5M-row first load ran out of a 2 GiB heap)
+        classified = classified.persist() if small else classified
         try:
-            outcomes = dict(classified.groupBy("_class").count().collect())
+            outcomes = (dict(classified.groupBy("_class").count().collect()) if small
+                        else {"duplicate": 1, "new": 1})
             if counts["quarantined"]:  # an empty append still costs a Delta commit
                 quarantine.append(bad, app_id, batch_id)
             for table, name, stamp in ((duplicates, "duplicate", "duplicate_time"),
@@ -286,7 +291,8 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
                     table.append(classified.where(F.col("_class") == name).drop("_class")
                                  .withColumn(stamp, F.current_timestamp()), app_id, batch_id)
         finally:
-            classified.unpersist()
+            if small:
+                classified.unpersist()
         if sequential is not None:  # after the rows: a crash before it replays the batch
             sequential.commit(spark, settings, batch_id)
         log(f"{QUERY}: batch {batch_id}: {counts['rows']} bronze rows, "
