@@ -60,13 +60,17 @@ def test_incremental_pattern_gold_over_waves(spark, settings, tmp_path: Path, ca
     local = dataclasses.replace(settings, home=tmp_path, queries_dir=str(queries),
                                 partial_match_buckets=2, incremental_patterns=True)
     local.landing.mkdir(parents=True)
-    logs = []
-    for n, wave in enumerate(WAVES):
+
+    def land(n: int, wave: list[tuple]) -> str:
+        """Wave ``n`` landed and run through bronze, silver and gold; their output."""
         (local.landing / f"w{n}.jsonl").write_text("\n".join(_line(*e) for e in wave) + "\n")
+        capsys.readouterr()
         for job in (bronze, silver, gold):
             job.run(spark, local)
-        logs.append(capsys.readouterr())
-    text = "".join(out.out + out.err for out in logs)
+        out = capsys.readouterr()
+        return out.out + out.err
+
+    text = "".join(land(n, wave) for n, wave in enumerate(WAVES))
     history = [line for line in text.splitlines() if "history rows read" in line]
     assert len(history) == 2 * len(WAVES)  # one line per query and batch
     # both queries' state saved in one MERGE per batch (one Delta commit, not one per query)
@@ -104,26 +108,54 @@ def test_incremental_pattern_gold_over_waves(spark, settings, tmp_path: Path, ca
 
     # key expiry: t6's reads 15 h later leave every other key idle for more than both
     # WITHIN windows (6 h, 10 h): their key rows go in the state's one MERGE, the query row
-    # records the newest time, and a late read of the expired t5 replays its history
-    for n, wave in enumerate([[(17, "t6", "A", 20), (18, "t6", "B", 21)],
-                              [(19, "t5", "B", 4.5)]], start=len(WAVES)):
-        (local.landing / f"w{n}.jsonl").write_text("\n".join(_line(*e) for e in wave) + "\n")
-        for job in (bronze, silver, gold):
-            job.run(spark, local)
-        logs.append(capsys.readouterr())
-    text = "".join(out.out + out.err for out in logs[len(WAVES):])
-    expiry = [line for line in text.splitlines() if "batch 3:" in line and "expired" in line]
-    # (both queries' state in the batch's one MERGE: one count for the two)
-    assert len(expiry) == 1 and "a_bs, rfid_abc: 10 partial-match key rows expired" in \
-        expiry[0], expiry
-    late = [line for line in text.splitlines() if "batch 4:" in line and "a_bs" in line
-            and "history rows read" in line]
+    # records the newest time, and a late read of the expired t5 replays its history.
+    # t6's A B C is new and in order: its rows are appended (a Delta WRITE). The batch is
+    # run again as after a crash between its gold write and its state MERGE (its
+    # checkpoint commit and that MERGE undone): its in-order rows are MERGEd, not appended
+    # twice, and the same keys expire again
+    expiry_batch = len(WAVES)
+
+    def expired_once(text: str) -> None:
+        # (both queries' state in the batch's one MERGE: one count for the two)
+        lines = [line for line in text.splitlines()
+                 if f"batch {expiry_batch}:" in line and "expired" in line]
+        assert len(lines) == 1 and "a_bs, rfid_abc: 10 partial-match key rows expired" \
+            in lines[0], lines
+
+    expired_once(land(expiry_batch, [(17, "t6", "A", 20), (18, "t6", "B", 21),
+                                     (20, "t6", "C", 22)]))
+    operations = _operations(local, "gold.complex_events")
+    assert operations[-1] == "WRITE"
+    before = _current(spark, local)
+    assert ("e17", "e18", "e20") in {ids for q, ids in before if q == "rfid_abc"}
+    commits = local.checkpoint(gold.QUERY) / "commits"
+    assert max(int(p.name) for p in commits.glob("*") if p.name.isdigit()) == expiry_batch
+    (commits / str(expiry_batch)).unlink()
+    (commits / f".{expiry_batch}.crc").unlink(missing_ok=True)
+    state = LakeTable(spark, local, "gold.partial_matches")
+    assert _operations(local, "gold.partial_matches")[-1] == "MERGE"
+    spark.sql(f"RESTORE TABLE delta.`{state.path}` TO VERSION AS OF {state.version() - 1}")
+    capsys.readouterr()
+    gold.run(spark, local)
+    log = capsys.readouterr().err
+    assert f"batch {expiry_batch} planned by an earlier run but not committed: run again" \
+        in log, log
+    expired_once(log)
+    # (MERGEd again: an insert-only MERGE that finds every row in gold commits nothing)
+    assert _operations(local, "gold.complex_events") == operations
+    rows = LakeTable(spark, local, "gold.complex_events").read()
+    assert rows.groupBy("query_id", "match_id").count().where("count > 1").count() == 0
+    assert _current(spark, local) == before
+
+    text = land(expiry_batch + 1, [(19, "t5", "B", 4.5)])
+    late = [line for line in text.splitlines() if f"batch {expiry_batch + 1}:" in line
+            and "a_bs" in line and "history rows read" in line]
     assert "1 replayed from history" in late[0], late
     state = LakeTable(spark, local, "gold.partial_matches").read().where(
         F.col("query_id") == "a_bs").collect()
-    # t5 replayed, but its newest read is still 15 h behind t6's: expired again
+    # t5 replayed, but its newest read is still far behind t6's: expired again
     assert {r.key for r in state if r.kind == "key"} == {"t6"}
-    newest = int((T0 + timedelta(hours=21) - datetime(1970, 1, 1)).total_seconds() * 1e9)
+    newest = int((T0 + timedelta(hours=22) - datetime(1970, 1, 1)).total_seconds() * 1e9)
     assert [r.last_time for r in state if r.kind == "query"] == [newest]
     current = _current(spark, local)
     a_bs = {ids for q, ids in current if q == "a_bs"}
@@ -132,33 +164,7 @@ def test_incremental_pattern_gold_over_waves(spark, settings, tmp_path: Path, ca
     found = gold.detect(spark, gold.load_queries(queries), silver_events.read(),
                         silver_events.as_of(version), version, 99, datetime.now(UTC), local)
     assert {(r.query_id, tuple(r.live_event_ids)) for r in found.rows.collect()} == current
-
-    # a batch run again after a crash between its gold write and its state MERGE (its
-    # checkpoint commit and that MERGE undone): the first time its in-order rows (t6's new
-    # A B C) were appended; the second time they are MERGEd, not appended twice
-    (local.landing / "w9.jsonl").write_text(_line(20, "t6", "C", 22) + "\n")
-    for job in (bronze, silver, gold):
-        job.run(spark, local)
-    operations = _operations(local, "gold.complex_events")
-    assert operations[-1] == "WRITE"
-    before = _current(spark, local)
-    assert ("e17", "e18", "e20") in {ids for q, ids in before if q == "rfid_abc"}
-    commits = local.checkpoint(gold.QUERY) / "commits"
-    last = max(int(p.name) for p in commits.glob("*") if p.name.isdigit())
-    (commits / str(last)).unlink()
-    (commits / f".{last}.crc").unlink(missing_ok=True)
-    state = LakeTable(spark, local, "gold.partial_matches")
-    assert _operations(local, "gold.partial_matches")[-1] == "MERGE"
-    spark.sql(f"RESTORE TABLE delta.`{state.path}` TO VERSION AS OF {state.version() - 1}")
-    capsys.readouterr()
-    gold.run(spark, local)
-    log = capsys.readouterr().err
-    assert f"batch {last} planned by an earlier run but not committed: run again" in log, log
-    # (MERGEd again: an insert-only MERGE that finds every row in gold commits nothing)
-    assert _operations(local, "gold.complex_events") == operations
-    rows = LakeTable(spark, local, "gold.complex_events").read()
     assert rows.groupBy("query_id", "match_id").count().where("count > 1").count() == 0
-    assert _current(spark, local) == before
 
 
 def _operations(local, table: str) -> list[str]:  # noqa: ANN001
