@@ -114,11 +114,17 @@ def parse_batches(max_line_bytes: int, sources=(), home=None):  # noqa: ANN001, 
     return parse
 
 
-#: The bronze columns silver's parse reads (the others are not sent to Python).
 #: Up to this many valid rows in a batch, the de-duplication first picks the silver rows
 #: that share an event id with the batch (a broadcast semi-join: the history's ids are
 #: scanned and probed, not shuffled), then joins the batch with those few.
 BROADCAST_IDS = 2_000_000
+#: A held (small) batch keeps its shuffle's partitions, one file each, where an unheld write
+#: has adaptive execution coalesce them: it is written in one file per this many rows
+#: (four files of ~200 rows per commit instead of one; gold's stream, reading
+#: ``max_files_per_trigger`` files at a time, then saw each batch's whole time range at
+#: once and its window watermark dropped the batch's older ticks as too late).
+ROWS_PER_FILE = 1_000_000
+#: The bronze columns silver's parse reads (the others are not sent to Python).
 PARSE_INPUT = ("raw", "source_file", "line_no", "ingest_time", "parse_status", "parse_error")
 TIME_COLUMNS = ("event_time", "time_lower", "time_upper", "ingest_time")
 
@@ -288,8 +294,10 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
             for table, name, stamp in ((duplicates, "duplicate", "duplicate_time"),
                                        (silver, "new", "silver_time")):
                 if outcomes.get(name):
-                    table.append(classified.where(F.col("_class") == name).drop("_class")
-                                 .withColumn(stamp, F.current_timestamp()), app_id, batch_id)
+                    rows = classified.where(F.col("_class") == name).drop("_class")
+                    if small:
+                        rows = rows.coalesce(-(-outcomes[name] // ROWS_PER_FILE))
+                    table.append(rows.withColumn(stamp, F.current_timestamp()), app_id, batch_id)
         finally:
             if small:
                 classified.unpersist()

@@ -67,7 +67,19 @@ def test_bronze_keeps_every_line_with_status(spark, local) -> None:  # noqa: ANN
     assert len(table_rows(spark, local, "bronze.events")) == 5
 
 
-def test_silver_splits_dedupes_quarantines_and_reconciles(spark, local) -> None:  # noqa: ANN001
+def added_files(local, name: str) -> list[int]:  # noqa: ANN001
+    """How many data files each commit of a lake table added, oldest first."""
+    log = Path(local.table_path(name)) / "_delta_log"
+    return [sum('"add"' in line for line in f.read_text().splitlines())
+            for f in sorted(log.glob("*.json"))]
+
+
+# large: the path of a batch with more than BROADCAST_IDS valid rows (not held, each table
+# computed once), which must write the same rows
+@pytest.mark.parametrize("large", [False, True], ids=["small", "large"])
+def test_silver_splits_dedupes_quarantines_and_reconciles(spark, local, large, monkeypatch) -> None:  # noqa: ANN001, E501
+    if large:
+        monkeypatch.setattr(silver, "BROADCAST_IDS", 0)
     land(local, "f1.jsonl", [
         event(1), event(2, "B"), event(1),                 # in-batch duplicate of ev-1
         event(3, event_time="yesterday"),                  # invalid value
@@ -99,6 +111,8 @@ def test_silver_splits_dedupes_quarantines_and_reconciles(spark, local) -> None:
     status = lake_status(spark, local)
     assert status.counts["bronze.events"] == 9
     assert status.ok, str(status)
+    if not large:  # a held batch is written in one file, not one per shuffle partition
+        assert added_files(local, "silver.events")[1:] == [1, 1]
 
 
 def test_silver_batch_replay_is_idempotent(spark, local) -> None:  # noqa: ANN001
