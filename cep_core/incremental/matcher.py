@@ -152,8 +152,6 @@ def incremental_route(compiled: CompiledQuery) -> str | None:
     :func:`lookahead` rows wait for the rows after them)."""
     if compiled._fast is None:
         return compiled.plan
-    if compiled.match.emit_timeouts:
-        return "general: EMIT TIMEOUTS (incremental)"
     if lookahead(compiled.match) is None:
         return "general: NEXT with an offset that is not a constant (incremental)"
     return None
@@ -663,10 +661,11 @@ class IncrementalMatcher:
             first[j] = start
             covered[j] = start + state.covered
             begin[j] = lo if state.trimmed == 0 else -1
-        o_start, o_end, o_num, o_unm, o_lab, bad, _, stops = run_kernel(
+        o_start, o_end, o_num, o_unm, o_lab, bad, o_tmo, stops = run_kernel(
             automaton, bits, bounds, horizon, bound.skip, unmatched, first=first,
             covered=covered, begin=begin, open_=open_, selection=self.compiled.match.selection,
-            aggs=aggs, ahead=ahead, present=fb.present(work) if automaton.negation else None)
+            aggs=aggs, ahead=ahead, present=fb.present(work) if automaton.negation else None,
+            timeouts=bool(self.compiled.match.emit_timeouts))
         if bad == TOO_MANY_THREADS:
             return None  # nothing emitted yet: the general matcher runs this feed
         part_of = np.searchsorted(np.asarray(bounds[1:], dtype=np.int64), o_start,
@@ -678,24 +677,29 @@ class IncrementalMatcher:
         if bad >= 0:  # an invalid AFTER MATCH SKIP target: raise the general matcher's error
             raw = raw_matches(o_start[bad:bad + 1], o_end[bad:bad + 1], number[bad:bad + 1],
                               o_unm[bad:bad + 1],
-                              o_lab[len(o_lab) - int(o_end[bad] - o_start[bad]):], automaton)[0]
+                              o_lab[len(o_lab) - int(o_end[bad] - o_start[bad]):], automaton,
+                              o_tmo[bad:bad + 1])[0]
             bound.skip.next_start(raw)
             raise AssertionError("unreachable")  # pragma: no cover
         ok = ~o_unm
         m_start, m_end, m_number, m_part = o_start[ok], o_end[ok], number[ok], part_of[ok]
+        m_timed = o_tmo[ok]
         label_var = automaton.label_var(o_lab)
         if len(m_start):
             self._emit_all(bound, fb, st, work, todo, where, m_start, m_end, m_number, m_part,
-                           label_var, automaton.label_excluded(o_lab), ids, names, out)
-        # per partition: matches emitted, rows covered by a match, the next start
+                           label_var, automaton.label_excluded(o_lab), ids, names, out,
+                           m_timed)
+        # per partition: matches emitted (timed-out partial matches too: they are
+        # numbered), rows covered by a match (not by those), the next start
         counts = np.bincount(m_part, minlength=len(first))
-        reach = np.where(m_end > m_start, m_end, m_start + 1 if unmatched else -1)
+        reach = np.where(m_timed, -1, np.where(m_end > m_start, m_end,
+                                               m_start + 1 if unmatched else -1))
         cover = np.full(len(first), -1, dtype=np.int64)
         np.maximum.at(cover, m_part, reach)
         found: list[list[RawMatch]] | None = None
         if want_table:
             found = [[] for _ in first]
-            raws = raw_matches(o_start, o_end, number, o_unm, o_lab, automaton)
+            raws = raw_matches(o_start, o_end, number, o_unm, o_lab, automaton, o_tmo)
             for raw, j in zip(raws, part_of.tolist(), strict=True):
                 found[j].append(raw)
         nexts: list[int] = []
@@ -714,11 +718,12 @@ class IncrementalMatcher:
                   where: dict[int, int], start: np.ndarray, end: np.ndarray,
                   number: np.ndarray, part: np.ndarray, label_var: np.ndarray,
                   excluded: np.ndarray, ids: np.ndarray, names: list[str],
-                  out: list[Match]) -> None:
+                  out: list[Match], timed: np.ndarray) -> None:
         """Emit the kernel's matches (arrays over matches, in partition order; the
         variable and exclusion flag of every row ``start..end-1``, concatenated; variable
-        -1: a row skipped under SKIP TILL ... MATCH) as Match objects, their measures
-        vectorised when the plan allows, else per match."""
+        -1: a row skipped under SKIP TILL ... MATCH; ``timed``: which are timed-out
+        partial matches, EMIT TIMEOUTS) as Match objects, their measures vectorised when
+        the plan allows, else per match."""
         all_rows = self.compiled.match.rows_per_match != "ONE"
         measure_names = bound.measure_names
         key_of = {j: todo[t][3] for j, t in where.items()}
@@ -756,17 +761,18 @@ class IncrementalMatcher:
             measures = []
             lab_vars = label_var.tolist()
             flags = excluded.tolist()
-            for (a, b, o), num, j in zip(spans, numbers, part.tolist(), strict=True):
+            for (a, b, o), num, j, tmo in zip(spans, numbers, part.tolist(), timed.tolist(),
+                                              strict=True):
                 st.lo, st.hi = todo[where[j]][0], todo[where[j]][1]
                 kept = [i for i in range(b - a) if lab_vars[o + i] >= 0]
                 raw = RawMatch(a, num, [a + i for i in kept], [lab_vars[o + i] for i in kept],
-                               [flags[o + i] for i in kept])
+                               [flags[o + i] for i in kept], timed_out=tmo)
                 values = bound._measures_at(st, raw, len(kept))
                 if all_rows:  # RUNNING measures at each row, as the general path
                     for i in range(len(kept)):
                         bound._measures_at(st, raw, i + 1)
                 measures.append(dict(zip(measure_names, values, strict=True)))
-        out.extend(map(Match, keys, numbers, rows, labels, measures))
+        out.extend(map(Match, keys, numbers, rows, labels, measures, timed.tolist()))
 
     def _emit_pending(self, work: pd.DataFrame,
                       vector: tuple[list[Any], list[str | None]],

@@ -115,7 +115,8 @@ class _FastBound:
         # aggregate conditions (compiled kernel): the column aggregated, the other side
         self.agg_columns = [None if a.column is None else scope.column(a.column)
                             for a in plan.agg_checks]
-        owner = [scopes[q.variables[a.owner]] for a in plan.agg_checks]
+        owner = [scopes[q.variables[a.owner]] if a.owner >= 0 else scope
+                 for a in plan.agg_checks]
         self.agg_others = [self._rewrite(a.other, sc, 0)
                            for a, sc in zip(plan.agg_checks, owner, strict=True)]
         self.agg_extras = [None if a.extra is None else self._rewrite(a.extra, sc, 0)
@@ -1536,7 +1537,7 @@ def raw_matches(o_start: np.ndarray, o_end: np.ndarray, o_num: np.ndarray,
         if skipped:  # SKIP TILL ... MATCH: the rows skipped are not in the match
             kept = [i for i in range(b - a) if lab_var[at + i] >= 0]
             out.append(RawMatch(a, num, [a + i for i in kept], [lab_var[at + i] for i in kept],
-                                [lab_excl[at + i] for i in kept]))
+                                [lab_excl[at + i] for i in kept], timed_out=tmo))
         else:
             out.append(RawMatch(a, num, list(range(a, b)), lab_var[at:at + b - a],
                                 lab_excl[at:at + b - a], timed_out=tmo))

@@ -43,9 +43,11 @@ them, and an ACCEPT after a trailing ``NOT`` holds only if no row after the matc
 the window satisfies it (:func:`_trailing`; otherwise the next target is tried, as the
 backtracking matcher tries its next path).
 
-EMIT TIMEOUTS (strict contiguity): an attempt without a match whose threads are cut off
-by the window (or the partition's end) yields the path of the most preferred of them, the
-backtracking matcher's first longest partial match (all have the same length).
+EMIT TIMEOUTS: an attempt without a match whose threads are cut off by the window (or the
+partition's end) yields the path of the most preferred of the longest of them, the
+backtracking matcher's first longest partial match (under strict contiguity all have the
+same length; under SKIP TILL the threads carry a COUNT(*) so that two threads in one state
+with different numbers of rows are both kept, as for aggregates).
 
 CONSUMPTION modes (:func:`consume`) are not an automaton: the open instances of
 :mod:`cep_core.runtime.consumption` are kept per stage as queues of instances (rows in a
@@ -226,6 +228,24 @@ def _trailing(bits: np.ndarray, present: np.ndarray, mask: np.uint64, start: int
     return 2
 
 
+@njit(cache=True, inline="always")
+def _path(o_lab: np.ndarray, at: int, length: int, node: int, node_parent: np.ndarray,
+          node_state: np.ndarray, node_row: np.ndarray, start: int, n_states: int,
+          skipping: bool) -> None:  # pragma: no cover - compiled
+    """The states of the path ending at ``node`` into ``o_lab[at:at + length]`` (its rows
+    ``start..start+length-1``; ``skipping``, SKIP TILL: a row the path skipped gets
+    ``n_states``)."""
+    if skipping:
+        o_lab[at:at + length] = n_states
+        while node >= 0:
+            o_lab[at + node_row[node] - start] = node_state[node]
+            node = node_parent[node]
+    else:
+        for r in range(length - 1, -1, -1):
+            o_lab[at + r] = node_state[node]
+            node = node_parent[node]
+
+
 @njit(cache=True)
 def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: bool,
         state_var: np.ndarray, ptr: np.ndarray, targets: np.ndarray, skip_kind: int,
@@ -271,10 +291,12 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     target ``n_states + i`` those of a trailing NOT (:func:`_trailing`), and per row
     whether it has an order value.
 
-    ``timeouts`` (EMIT TIMEOUTS, STRICT): an attempt that finds no match but has threads
-    left when the window (or the partition) ends yields a timed-out partial match, the
-    path of the most preferred of them (they all have its length), numbered like a match;
-    the last array flags these records."""
+    ``timeouts`` (EMIT TIMEOUTS): an attempt that finds no match but has threads left when
+    the window (or the partition) ends yields a timed-out partial match, the path of the
+    most preferred of the longest of them (under STRICT all have the same length; under
+    SKIP TILL the caller keeps threads with different numbers of rows apart, see
+    :class:`cep_core.compile.fast_plan.FastPlan`), numbered like a match; the last array
+    flags these records."""
     n_states = len(state_var)
     accept = n_states
     o_start = np.empty(16, dtype=np.int64)
@@ -462,8 +484,22 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                             _store(nxt_acc, nxt_cnt, n_nxt, old_acc, old_cnt)
                             n_nxt += 1
                 if timeouts and pos >= limit and pos > start:
-                    t_end = pos  # the threads left are cut off by the window
+                    # the threads left are cut off by the window: the most preferred of
+                    # the longest (under SKIP TILL they differ in the rows they took)
+                    t_end = pos
                     t_node = cur_n[0]
+                    if selection is not None:
+                        most = -1
+                        for c in range(n_cur):
+                            length = 0
+                            node = cur_n[c]
+                            while node >= 0:
+                                length += 1
+                                node = node_parent[node]
+                            if length > most:
+                                most = length
+                                t_node = cur_n[c]
+                        t_end = node_row[t_node] + 1
                 tmp_s = cur_s
                 cur_s = nxt_s
                 nxt_s = tmp_s
@@ -499,10 +535,8 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                 n_out += 1
                 length = t_end - start
                 o_lab = _grow(o_lab, n_lab + length)
-                node = t_node
-                for r in range(length - 1, -1, -1):
-                    o_lab[n_lab + r] = node_state[node]
-                    node = node_parent[node]
+                _path(o_lab, n_lab, length, t_node, node_parent, node_state, node_row, start,
+                      n_states, selection is not None)
                 n_lab += length
                 start += 1
                 continue
@@ -539,16 +573,8 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
             n_out += 1
             length = best_end - start
             o_lab = _grow(o_lab, n_lab + length)
-            node = best_node
-            if selection is not None:
-                o_lab[n_lab:n_lab + length] = n_states  # skipped rows
-                while node >= 0:
-                    o_lab[n_lab + node_row[node] - start] = node_state[node]
-                    node = node_parent[node]
-            else:
-                for r in range(length - 1, -1, -1):
-                    o_lab[n_lab + r] = node_state[node]
-                    node = node_parent[node]
+            _path(o_lab, n_lab, length, best_node, node_parent, node_state, node_row, start,
+                  n_states, selection is not None)
             first_lab = n_lab
             n_lab += length
             if length > 0:

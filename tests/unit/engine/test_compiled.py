@@ -1,7 +1,7 @@
 """The compiled automaton (cep_core.compile.nfa + cep_core.runtime.kernel) against the
 general backtracking matcher: random patterns (alternation, groups, PERMUTE, anchors,
 exclusion, nested and reluctant quantifiers; negation NOT v between terms and trailing),
-skip modes, rows per match, WITHIN (and EMIT TIMEOUTS), the
+skip modes, rows per match, WITHIN (and EMIT TIMEOUTS, also under SKIP TILL), the
 selection strategies (SKIP TILL NEXT / ANY MATCH), aggregates and navigation to other rows
 of the match (``B.x > A.x``, ``FIRST(x)``) in DEFINE over random data must give the same
 matches, rows, measures and errors, batch and incremental (also with NEXT). Also the bound
@@ -69,9 +69,13 @@ def patterns(draw: st.DrawFn, depth: int = 0) -> str:
 
 
 @st.composite
-def cases(draw: st.DrawFn) -> tuple[str, pd.DataFrame]:
+def cases(draw: st.DrawFn, timeouts: bool = False) -> tuple[str, pd.DataFrame]:
+    """A random query and table; ``timeouts``: EMIT TIMEOUTS, with a pattern of at least
+    two rows (``A ... C``) so that the window cuts partial matches off."""
     pattern = draw(patterns())
-    if draw(st.integers(0, 5)) == 0:
+    if timeouts:
+        pattern = f"A ({pattern}) C"
+    elif draw(st.integers(0, 5)) == 0:
         pattern = "^ " + pattern
     if draw(st.integers(0, 5)) == 0:
         pattern = pattern + " $"
@@ -88,16 +92,21 @@ def cases(draw: st.DrawFn) -> tuple[str, pd.DataFrame]:
         max_size=3, unique=True))
     skip = draw(st.sampled_from(["PAST LAST ROW", "TO NEXT ROW"] + [
         f"TO {k} {v}" for v in used for k in ("FIRST", "LAST")]))
-    rows = draw(st.sampled_from(ROWS))
+    rows = draw(st.sampled_from(ROWS[:-1] if timeouts else ROWS))
     if "{-" in pattern and "UNMATCHED" in rows:
         rows = "ALL ROWS PER MATCH"
-    within = draw(st.sampled_from(["3", "8"] if negation else ["", "", "", "3", "8"]))
+    within = draw(st.sampled_from(["3", "8"] if negation or timeouts else ["", "", "", "3",
+                                                                         "8"]))
     # SKIP TILL NEXT / ANY MATCH: a thread that has a row waits in its state for a later one
     selection = draw(st.sampled_from(["", "", "", " SKIP TILL NEXT MATCH",
                                       " SKIP TILL ANY MATCH"][2 * negation:]))
-    # EMIT TIMEOUTS (STRICT, batch on the kernel): partial matches cut off by the window
-    timeouts = bool(within and not selection and "UNMATCHED" not in rows
-                    and draw(st.integers(0, 2)) == 0)
+    # EMIT TIMEOUTS: partial matches cut off by the window (not with negation under SKIP
+    # TILL: the general matcher, test_fast)
+    if timeouts and negation:
+        selection = ""
+    timeouts = timeouts or bool(within and "UNMATCHED" not in rows
+                                and not (negation and selection)
+                                and draw(st.integers(0, 2)) == 0)
     partition = draw(st.booleans())
     n = draw(st.integers(0, 30))
     values = draw(st.lists(st.one_of(st.integers(0, 4), st.none()) if draw(st.booleans())
@@ -129,6 +138,10 @@ def _outcome(q: cep_core.CompiledQuery, df: pd.DataFrame) -> tuple[object, objec
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_compiled_automaton_equals_general_matcher(case: tuple[str, pd.DataFrame]) -> None:
+    _check_batch(case)
+
+
+def _check_batch(case: tuple[str, pd.DataFrame]) -> None:
     text, df = case
     try:
         general = cep_core.compile_query(text, engine="general")
@@ -316,6 +329,22 @@ def test_incremental_on_the_automaton_equals_general_batch(
     """The incremental matcher runs the kernel per partition, stopping at the first
     attempt that waits for rows (with NEXT: that would use the rows NEXT reads beyond);
     fed in random batches it must find the general batch matcher's matches."""
+    _check_incremental(case, cuts)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(cases(timeouts=True), st.lists(st.integers(0, 30), max_size=4))
+def test_emit_timeouts_on_the_automaton_equals_general(
+        case: tuple[str, pd.DataFrame], cuts: list[int]) -> None:
+    """EMIT TIMEOUTS (strict contiguity and SKIP TILL; the kernel yields the most
+    preferred longest thread the window cuts off), batch and incremental in random
+    batches: the general matcher's matches and timed-out partial matches."""
+    _check_batch(case)
+    _check_incremental(case, cuts)
+
+
+def _check_incremental(case: tuple[str, pd.DataFrame], cuts: list[int]) -> None:
     text, df = case
     df = df.sort_values("ts", kind="stable").reset_index(drop=True)  # rows arrive in order
     try:

@@ -403,6 +403,8 @@ def kernel_queries(draw: st.DrawFn) -> str:
     within = draw(st.sampled_from(["", "", " WITHIN INTERVAL '3' SECOND",
                                    " WITHIN INTERVAL '4' SECOND SKIP TILL NEXT MATCH",
                                    " WITHIN INTERVAL '4' SECOND SKIP TILL ANY MATCH"]))
+    if within and "UNMATCHED" not in rows and draw(st.integers(0, 2)) == 0:
+        within += " EMIT TIMEOUTS"  # partial matches cut off by the window (kernel too)
     return (f"SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY p ORDER BY ts "
             f"MEASURES {', '.join(measures)} {rows} AFTER MATCH SKIP {skip} "
             f"PATTERN ({pattern}){within} DEFINE {', '.join(defines)})")
