@@ -19,14 +19,16 @@ UNMATCHED ROWS run on the compiled automaton, and so do DEFINEs that are an AND 
 row-local conditions and conditions on a running value ``value op row-local``
 (:class:`AggCheck`, checked per thread by the kernel), the value an aggregate
 ``AGG(column)`` or navigation ``V.column`` (another variable), ``FIRST(column)``,
-``LAST(column)``. Negation (NOT v) with row-local DEFINEs runs on the automaton too (its
-states carry the negated variables); CONSUMPTION modes (DEFINEs as above) on the
-kernel's consumption loop (:func:`cep_core.runtime.kernel.consume`, with the aggregate
-and navigation conditions above evaluated per instance), and EMIT TIMEOUTS under strict
-contiguity or SKIP TILL on the automaton. Negation with a DEFINE that
-reads the match so far or with EMIT TIMEOUTS under SKIP TILL, other navigation and
-aggregates,
-CLASSIFIER and MATCH_NUMBER in DEFINE run on the general matcher
+``LAST(column)``, ``MATCH_NUMBER()`` (aggregates may have a row-local FILTER or a
+``CASE WHEN CLASSIFIER() = 'V' THEN x END`` argument). Negation (NOT v) with row-local
+DEFINEs runs on the automaton too (its states carry the negated variables); CONSUMPTION
+modes (DEFINEs as above) on the kernel's consumption loop
+(:func:`cep_core.runtime.kernel.consume`, with the aggregate and navigation conditions
+above evaluated per instance; no MATCH_NUMBER), and EMIT TIMEOUTS under strict
+contiguity or SKIP TILL on the automaton. Negation with a DEFINE that reads the match so
+far or with EMIT TIMEOUTS under SKIP TILL, other navigation and aggregates, CLASSIFIER
+in navigation (and in aggregates but for that CASE) and MATCH_NUMBER elsewhere in
+DEFINE run on the general matcher
 (:mod:`cep_core.runtime.matcher`, :mod:`cep_core.runtime.consumption`).
 """
 
@@ -67,7 +69,7 @@ class AggCheck:
     included), ``other`` reading only the current row (and PREV/NEXT of it)."""
 
     owner: int  # the variable whose DEFINE has it (-1: none, the value is only carried)
-    func: str  # COUNT, SUM, AVG, MIN, MAX; FIRST, LAST (navigation)
+    func: str  # COUNT, SUM, AVG, MIN, MAX; FIRST, LAST (navigation); MATCH_NUMBER
     column: ast.Column | None  # None: COUNT(*) / COUNT(V.*)
     over: frozenset[int] | None  # the variables aggregated over (None: every row)
     op: str  # = <> < <= > >=, the aggregate on the left
@@ -78,6 +80,8 @@ class AggCheck:
     extra: ast.Expr | None = None
     extra_sign: int = 1
     factor: ast.Expr | None = None
+    #: an aggregate's ``FILTER (WHERE ...)``, reading only the aggregated row (None: none)
+    filter: ast.Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -236,9 +240,12 @@ _FLIP = {"=": "=", "<>": "<>", "!=": "<>", "<": ">", "<=": ">=", ">": "<", ">=":
 def _agg_check(c: ast.Expr, owner: int, q: CompiledQuery) -> AggCheck | None:
     """``c`` as a condition on a running value the kernel evaluates per thread
     (``value op row-local`` or the mirror image), else None. The value is an aggregate
-    (COUNT/SUM/AVG/MIN/MAX of one column, COUNT(*), no DISTINCT, FILTER or FINAL) or
+    (COUNT/SUM/AVG/MIN/MAX of one column, COUNT(*), no DISTINCT or FINAL; a row-local
+    FILTER, and ``CASE WHEN CLASSIFIER() = 'V' THEN x END`` as the argument, narrow the
+    rows aggregated, :func:`_classifier_case`) or
     logical navigation to a row of the match so far: ``FIRST(col)``, ``LAST(col)`` or
-    another variable's ``V.col`` (its last row, RUNNING); it may be multiplied by and
+    another variable's ``V.col`` (its last row, RUNNING), or ``MATCH_NUMBER()`` (not
+    under CONSUMPTION); it may be multiplied by and
     added to or subtracted from row-local expressions (``1.1 * A.x - 2``)."""
     if not (isinstance(c, ast.Binary) and c.op in _FLIP):
         return None
@@ -299,27 +306,94 @@ def _reads_running(e: ast.Expr, owner: str) -> bool:
 def _value_check(agg: ast.Expr, owner: int, op: str, other: ast.Expr,
                  q: CompiledQuery) -> AggCheck | None:
     sets = q._sets
+    if _is_match_number(agg):  # the attempt's, set when it starts (not per instance)
+        if q.match.consumption is not None:
+            return None
+        return AggCheck(owner, "MATCH_NUMBER", None, None, op, other)
     if isinstance(agg, ast.Column):  # V.col of another variable: LAST(V.col)
         if agg.var not in sets:
             return None
         return AggCheck(owner, "LAST", agg, sets[agg.var], op, other)
     assert isinstance(agg, ast.Call)
     arg = agg.args[0]
+    labels: frozenset[int] | None = None  # CASE WHEN CLASSIFIER() ...: these rows only
+    if isinstance(arg, ast.Case):
+        found = _classifier_case(arg, q.variables)
+        if found is None:
+            return None
+        labels, arg = found
+        if isinstance(arg, ast.Literal):  # COUNT(CASE ... THEN 1 END): COUNT(*) of them
+            if agg.name != "COUNT":
+                return None
+            arg = ast.Star(None)
     if isinstance(arg, ast.Star):
         if agg.name != "COUNT" or (arg.var is not None and arg.var not in sets):
             return None
-        return AggCheck(owner, "COUNT", None, sets[arg.var] if arg.var else None, op, other)
-    if not isinstance(arg, ast.Column) or (arg.var is not None and arg.var not in sets):
+        column = None
+    elif not isinstance(arg, ast.Column) or (arg.var is not None and arg.var not in sets):
         return None
-    return AggCheck(owner, agg.name, arg, sets[arg.var] if arg.var else None, op, other)
+    else:
+        column = arg
+    over = sets[arg.var] if arg.var else None
+    if labels is not None:
+        over = labels if over is None else over & labels
+    func = "COUNT" if column is None else agg.name
+    return AggCheck(owner, func, column, over, op, other, filter=agg.filter)
+
+
+def _classifier_case(e: ast.Case, variables: list[str]
+                     ) -> tuple[frozenset[int], ast.Expr] | None:
+    """``CASE WHEN CLASSIFIER() = 'V' THEN x END`` (also ``<>``, ``IN (...)``, ``NOT IN``,
+    ``CASE CLASSIFIER() WHEN 'V' THEN x END``; no ELSE or ELSE NULL) as the variables
+    whose rows give ``x`` (the others give NULL, which aggregates skip) and ``x``: a
+    column or a number; else None."""
+    if len(e.whens) != 1 or not (e.default is None or (isinstance(e.default, ast.Literal)
+                                                       and e.default.value is None)):
+        return None
+    cond, then = e.whens[0]
+    if e.operand is not None:
+        cond = ast.Binary("=", e.operand, cond)
+    names: list[ast.Expr]
+    if isinstance(cond, ast.Binary) and cond.op in ("=", "<>", "!="):
+        left, right, negated = cond.left, cond.right, cond.op != "="
+        if _is_classifier(right):
+            left, right = right, left
+        names = [right]
+    elif isinstance(cond, ast.InList):
+        left, names, negated = cond.operand, list(cond.items), cond.negated
+    else:
+        return None
+    if not _is_classifier(left) or not all(
+            isinstance(n, ast.Literal) and isinstance(n.value, str) for n in names):
+        return None
+    chosen = {n.value for n in names}  # type: ignore[attr-defined]
+    labels = frozenset(i for i, v in enumerate(variables) if (v in chosen) != negated)
+    ok = (isinstance(then, ast.Column) or isinstance(then, ast.Literal) and isinstance(
+        then.value, int | float) and not isinstance(then.value, bool))
+    return (labels, then) if ok else None
+
+
+def _is_classifier(e: ast.Expr) -> bool:
+    return isinstance(e, ast.Call) and e.name == "CLASSIFIER" and not e.args
+
+
+def _is_match_number(e: ast.Expr) -> bool:
+    return isinstance(e, ast.Call) and e.name == "MATCH_NUMBER" and not e.args
+
+
+def _row_filter(e: ast.Expr | None) -> bool:
+    """An aggregate's FILTER the kernel evaluates per row (None: no FILTER): reads only
+    the aggregated row's columns (no CLASSIFIER, navigation or aggregates)."""
+    return e is None or all(
+        isinstance(node, _ROW_NODES) and not isinstance(node, ast.Call) for node in walk(e))
 
 
 def _running_value(e: ast.Expr, owner: str) -> bool:
     """``e`` is a value the kernel keeps per thread (see :func:`_agg_check`)."""
     if isinstance(e, ast.Column):
         return e.var is not None and e.var != owner
-    return (isinstance(e, ast.Call) and e.name in _RUNNING_FUNCS
-            and len(e.args) == 1 and not e.distinct and e.filter is None
+    return _is_match_number(e) or (isinstance(e, ast.Call) and e.name in _RUNNING_FUNCS
+            and len(e.args) == 1 and not e.distinct and _row_filter(e.filter)
             and e.semantics in (None, "RUNNING"))
 
 

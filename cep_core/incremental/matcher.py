@@ -652,6 +652,7 @@ class IncrementalMatcher:
         first = list(bounds[1:])
         covered = list(first)
         begin = [-1] * len(first)
+        base = [0] * len(first)  # matches emitted before, per partition
         where: dict[int, int] = {}  # partition index in bounds -> index in todo
         j = 0
         for t, (lo, _, start, _, state) in enumerate(todo):
@@ -661,19 +662,17 @@ class IncrementalMatcher:
             first[j] = start
             covered[j] = start + state.covered
             begin[j] = lo if state.trimmed == 0 else -1
-        o_start, o_end, o_num, o_unm, o_lab, bad, o_tmo, stops = run_kernel(
+            base[j] = state.matches
+        o_start, o_end, number, o_unm, o_lab, bad, o_tmo, stops = run_kernel(
             automaton, bits, bounds, horizon, bound.skip, unmatched, first=first,
-            covered=covered, begin=begin, open_=open_, selection=self.compiled.match.selection,
+            covered=covered, begin=begin, numbers=base, open_=open_,
+            selection=self.compiled.match.selection,
             aggs=aggs, ahead=ahead, present=fb.present(work) if automaton.negation else None,
             timeouts=bool(self.compiled.match.emit_timeouts))
         if bad == TOO_MANY_THREADS:
             return None  # nothing emitted yet: the general matcher runs this feed
         part_of = np.searchsorted(np.asarray(bounds[1:], dtype=np.int64), o_start,
                                   side="right")
-        base = np.zeros(len(first), dtype=np.int64)  # matches emitted before, per partition
-        for j, t in where.items():
-            base[j] = todo[t][4].matches
-        number = o_num + base[part_of]
         if bad >= 0:  # an invalid AFTER MATCH SKIP target: raise the general matcher's error
             raw = raw_matches(o_start[bad:bad + 1], o_end[bad:bad + 1], number[bad:bad + 1],
                               o_unm[bad:bad + 1],

@@ -123,6 +123,9 @@ class _FastBound:
                            for a, sc in zip(plan.agg_checks, owner, strict=True)]
         self.agg_factors = [None if a.factor is None else self._rewrite(a.factor, sc, 0)
                             for a, sc in zip(plan.agg_checks, owner, strict=True)]
+        # an aggregate's FILTER: a condition on the aggregated row (qualifiers dropped)
+        self.agg_filters = [None if a.filter is None else self._rewrite(a.filter, scope, 0)
+                            for a in plan.agg_checks]
         within = q.match.within
         self.window_column = bound.order_cols[0] if within is not None else None
         self.needed = list(dict.fromkeys(
@@ -422,9 +425,12 @@ class _FastBound:
         starts_of = np.asarray(bounds[:-1], dtype=np.int64)
         part_of_row = _part_of_row(bounds)
         try:
-            masks = self._masks(work, n, starts_of, part_of_row)
+            k = len(self.conditions)
+            masks = self._masks(work, n, starts_of, part_of_row,
+                                self.conditions + self.agg_filters)
             aggs = None if not self.plan.agg_checks else self._agg_inputs(
-                self._column_reader(work, n, starts_of, part_of_row), n)
+                self._column_reader(work, n, starts_of, part_of_row), n, masks[k:])
+            masks = masks[:k]
         except QueryError:
             return None  # let the general path evaluate (and report) row by row
         except _NotSimple:
@@ -440,10 +446,11 @@ class _FastBound:
         return (bits, np.asarray(window.horizon(pad_of_row), dtype=np.int64) - part_of_row,
                 aggs)
 
-    def _agg_inputs(self, column: Any, n: int) -> tuple[np.ndarray, ...]:
-        """The aggregate conditions as the kernel takes them; raises _NotSimple when a
-        value is not a number float64 holds exactly (integers whose running sums could
-        pass 2**53)."""
+    def _agg_inputs(self, column: Any, n: int, filters: list[np.ndarray | None]
+                    ) -> tuple[np.ndarray, ...]:
+        """The aggregate conditions as the kernel takes them (``filters``: per condition
+        the rows its FILTER keeps, None: all); raises _NotSimple when a value is not a
+        number float64 holds exactly (integers whose running sums could pass 2**53)."""
         from . import kernel
 
         checks = self.plan.agg_checks
@@ -462,7 +469,8 @@ class _FastBound:
             # the sum does too); sums must, navigation only reads single values
             exact = _EXACT if added is None else _EXACT // 2
             biggest = float(n)  # COUNT
-            whole = check.func == "COUNT"  # the value is an integer (Python: int)
+            # the value is an integer (Python: int)
+            whole = check.func in ("COUNT", "MATCH_NUMBER")
             if name is not None:
                 values, null = column(name)
                 size = np.max if check.func in ("FIRST", "LAST", "MIN", "MAX") else np.sum
@@ -474,6 +482,8 @@ class _FastBound:
                     whole = values.dtype.kind in "iu" and check.func != "AVG"
                 val[i] = values
                 ok[i] = ~null
+            if filters[i] is not None:
+                ok[i] &= filters[i]  # rows the FILTER drops are not aggregated
             if scale is not None:
                 f, f_null = _row_numbers(scale, column, n, exact)
                 # int * int is exact in Python: in float64 while the product stays below
@@ -521,7 +531,10 @@ class _FastBound:
         return column
 
     def _masks(self, work: dict[str, pd.Series], n: int, starts_of: np.ndarray,
-               part_of_row: np.ndarray) -> list[np.ndarray | None]:
+               part_of_row: np.ndarray, conditions: list[ast.Expr | None] | None = None
+               ) -> list[np.ndarray | None]:
+        """Per condition (default: the variables' row-local DEFINEs; None: no condition)
+        the rows where it is TRUE."""
         q = self.plan.q
         rows = np.arange(n, dtype=np.int64)
         part_lo = starts_of[part_of_row] if n else rows
@@ -547,7 +560,7 @@ class _FastBound:
 
         frame: pd.DataFrame | None = None
         out: list[np.ndarray | None] = []
-        for i, cond in enumerate(self.conditions):
+        for i, cond in enumerate(self.conditions if conditions is None else conditions):
             if cond is None:
                 out.append(None)
                 continue
@@ -562,7 +575,8 @@ class _FastBound:
                          for helper, (name, shift) in self.shifts.items()}
                 frame = pd.DataFrame({**work, **extra}, index=pd.RangeIndex(n))
             columns = tuple(str(c) for c in frame.columns)
-            scope = Scope(columns, q._sets, "DEFINE", q.variables[i])
+            scope = Scope(columns, q._sets, "DEFINE",
+                          q.variables[i] if i < len(q.variables) else None)
             out.append(evaluate_condition(cond, frame, scope))
         return out
 
@@ -1253,7 +1267,7 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
                horizon: np.ndarray | None,
                skip: SkipPolicy, report_unmatched: bool, first: list[int] | None = None,
                covered: list[int] | None = None, begin: list[int] | None = None,
-               open_: bool = False, selection: str = "STRICT",
+               numbers: list[int] | None = None, open_: bool = False, selection: str = "STRICT",
                aggs: tuple[np.ndarray, ...] | None = None, ahead: int = 0,
                present: np.ndarray | None = None, timeouts: bool = False
                ) -> tuple[Any, ...]:
@@ -1266,6 +1280,8 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
     ``TOO_MANY_THREADS`` if the kernel gave up (the general matcher must run). ``ahead``
     (with ``open_``): the rows at the end of each partition whose conditions read rows
     that have not arrived (NEXT); no attempt uses them, the first one that would waits.
+    ``numbers``: the matches before, per partition (default none; the kernel numbers
+    its matches from there, MATCH_NUMBER() in DEFINE reads it).
     ``present`` (with WITHIN): whether each row has an order value (a trailing NOT reads
     it). ``timeouts``: EMIT TIMEOUTS (STRICT); the results then flag the timed-out
     partial matches (after the bad record index)."""
@@ -1287,7 +1303,9 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
                      horizon is not None,
                      automaton.var, automaton.ptr, automaton.targets, kind,
                      np.int64(mask_bits), report_unmatched, kernel.MEMO_LIMIT, arr(first),
-                     arr(covered), arr(begin), open_, automaton.touches_end, stops,
+                     arr(covered), arr(begin),
+                     np.zeros(len(lows), dtype=np.int64) if numbers is None else arr(numbers),
+                     open_, automaton.touches_end, stops,
                      None if selection == "STRICT" else kernel.SELECTIONS[selection], aggs,
                      kernel.MAX_AGG_THREADS, ahead if open_ else 0,
                      (automaton.guard, automaton.accept_guard,

@@ -35,7 +35,10 @@ back to the general matcher), and nothing is remembered across attempts.
 
 Navigation in DEFINE (``B AS x > A.x``, ``x >= FIRST(x)``: the value of a column at the
 first / last row of a variable so far) is carried the same way, as the aggregates FIRST
-and LAST (a NULL value is kept as NaN, which the fast path reads as NULL anyway).
+and LAST (a NULL value is kept as NaN, which the fast path reads as NULL anyway), and so
+is ``MATCH_NUMBER()`` (set when an attempt starts: the matches before it plus one).
+FILTER and ``CASE WHEN CLASSIFIER() ...`` arguments only change which rows an aggregate
+takes (the caller's per-row and per-variable inputs).
 
 Negation (``NOT v``, SKIP TILL): a state carries the variables negated before it
 (:mod:`cep_core.compile.nfa`); a thread waiting in it dies at a row that satisfies one of
@@ -69,9 +72,12 @@ STRICT, NEXT, ANY = 0, 1, 2
 SELECTIONS = {"STRICT": STRICT, "NEXT": NEXT, "ANY": ANY}
 # Aggregates in DEFINE as the kernel takes them; comparisons are in AGG_OPS' order.
 # FIRST / LAST (navigation to the first / last row of the set so far, NULL values kept).
+# MATCH_NUMBER (the number the attempt's match would get) is carried the same way.
 AGG_COUNT, AGG_SUM, AGG_AVG, AGG_MIN, AGG_MAX, AGG_FIRST, AGG_LAST = 0, 1, 2, 3, 4, 5, 6
+AGG_NUMBER = 7
 AGG_FUNCS = {"COUNT": AGG_COUNT, "SUM": AGG_SUM, "AVG": AGG_AVG, "MIN": AGG_MIN,
-             "MAX": AGG_MAX, "FIRST": AGG_FIRST, "LAST": AGG_LAST}
+             "MAX": AGG_MAX, "FIRST": AGG_FIRST, "LAST": AGG_LAST,
+             "MATCH_NUMBER": AGG_NUMBER}
 AGG_OPS = ("=", "<>", "<", "<=", ">", ">=")
 MAX_AGG_THREADS = 4096  # live threads per row with aggregates, else the general matcher
 MEMO_LIMIT = 1 << 24  # (rows + 1) x states of a partition for cross-attempt memoisation
@@ -157,7 +163,9 @@ def _aggregates_hold(v: int, pos: int, acc: np.ndarray, cnt: np.ndarray, out_acc
         a = acc[k]
         n = cnt[k]
         f = agg_func[k]
-        if f >= AGG_FIRST:
+        if f == AGG_NUMBER:
+            pass  # set when the attempt starts
+        elif f >= AGG_FIRST:
             if (agg_over[k] >> np.uint64(v)) & np.uint64(1) and (n == 0 or f == AGG_LAST):
                 a = agg_val[k, pos] if agg_ok[k, pos] else np.nan  # NaN: a NULL value
                 n = 1
@@ -250,7 +258,8 @@ def _path(o_lab: np.ndarray, at: int, length: int, node: int, node_parent: np.nd
 def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: bool,
         state_var: np.ndarray, ptr: np.ndarray, targets: np.ndarray, skip_kind: int,
         skip_mask: np.int64, report_unmatched: bool, memo_limit: int,
-        first: np.ndarray, covered_from: np.ndarray, begin: np.ndarray, open_: bool,
+        first: np.ndarray, covered_from: np.ndarray, begin: np.ndarray,
+        numbers: np.ndarray, open_: bool,
         touches_end: np.ndarray, stops: np.ndarray, selection: int | None,
         aggs: tuple[np.ndarray, ...] | None, max_threads: int, ahead: int,
         neg: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
@@ -260,6 +269,8 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     """Matches of every partition ``bounds[j]..bounds[j+1]-1``, from its row ``first[j]``
     (rows below ``covered_from[j]`` count as covered by a match; '^' matches at row
     ``begin[j]``).
+
+    Matches are numbered from ``numbers[j] + 1`` (the matches before).
 
     Returns (start, end, number, unmatched flag) per output record, the states of the
     matched rows (concatenated, ``end - start`` per match, none for unmatched rows), and
@@ -349,7 +360,7 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
         marks = np.full((hi - lo + 1) * n_states if memo else 1, -1, dtype=np.int64)
         start = first[j]
         covered = covered_from[j]
-        number = 0
+        number = numbers[j]
         stops[j] = max(hi, first[j])  # (a start past hi: rows are still to come)
         at_begin = begin[j]
         while start < hi:
@@ -366,6 +377,11 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
             step += 1
             n_cur = 0
             touched = False
+            if aggs is not None:
+                for k in range(n_aggs):
+                    if aggs[3][k] == AGG_NUMBER:  # MATCH_NUMBER() of this attempt
+                        zero_acc[k] = number + 1
+                        zero_cnt[k] = 1
             case = (2 if pos == at_begin else 0) + (1 if pos == hi else 0)
             i = case
             for t_i in range(ptr[i], ptr[i + 1]):

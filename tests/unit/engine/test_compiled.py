@@ -41,7 +41,15 @@ AGG_CONDITIONS = ["SUM(A.v) <= 4", "v >= 1 AND AVG(v) > PREV(v)", "COUNT(B.*) < 
                   "v + LAST(B.v) <= 4", "2 - A.v < v AND v > 0",
                   # ... multiplied by one (``1.1 * A.price``)
                   "v > A.v * 1.5", "2 * FIRST(v) - 1 >= v", "v <= LAST(A.v) * v + 1",
-                  "COUNT(v) * 0.5 < v"]
+                  "COUNT(v) * 0.5 < v",
+                  # ... with FILTER (a row-local condition on the aggregated rows), or of
+                  # CASE WHEN CLASSIFIER() ... THEN x END (over those variables' rows)
+                  "COUNT(B.*) FILTER (WHERE v > 1) < 2", "SUM(v) FILTER (WHERE s = 'x') < 5",
+                  "SUM(CASE WHEN CLASSIFIER() = 'A' THEN v END) <= 3",
+                  "COUNT(CASE WHEN CLASSIFIER() IN ('B', 'C') THEN 1 END) FILTER "
+                  "(WHERE s = 'x') < 3", "MAX(CASE CLASSIFIER() WHEN 'C' THEN v END) > v",
+                  # the attempt's MATCH_NUMBER()
+                  "MATCH_NUMBER() <= 2", "v >= MATCH_NUMBER() - 1 AND s = 'x'"]
 MEASURES = ["FIRST(A.v) AS fa", "LAST(B.ts, 1) AS lb", "COUNT(*) AS n", "COUNT(A.*) AS na",
             "MATCH_NUMBER() AS mn", "CLASSIFIER() AS cl", "SUM(v) AS total",
             "LAST(C.s) AS lcs", "FINAL LAST(CLASSIFIER()) AS lc"]
