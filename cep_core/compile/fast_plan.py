@@ -19,16 +19,16 @@ UNMATCHED ROWS run on the compiled automaton, and so do DEFINEs that are an AND 
 row-local conditions and conditions on a running value ``value op row-local``
 (:class:`AggCheck`, checked per thread by the kernel), the value an aggregate
 ``AGG(column)`` or navigation ``V.column`` (another variable), ``FIRST(column)``,
-``LAST(column)``, ``MATCH_NUMBER()`` (aggregates may have a row-local FILTER or a
-``CASE WHEN CLASSIFIER() = 'V' THEN x END`` argument). Negation (NOT v) with row-local
-DEFINEs runs on the automaton too (its states carry the negated variables); CONSUMPTION
-modes (DEFINEs as above) on the kernel's consumption loop
+``LAST(column)``, ``MATCH_NUMBER()``, ``PREV(CLASSIFIER())`` (aggregates may have a
+row-local FILTER or a ``CASE WHEN CLASSIFIER() = 'V' THEN x END`` argument). Negation
+(NOT v) with row-local DEFINEs runs on the automaton too (its states carry the negated
+variables); CONSUMPTION modes (DEFINEs as above) on the kernel's consumption loop
 (:func:`cep_core.runtime.kernel.consume`, with the aggregate and navigation conditions
-above evaluated per instance; no MATCH_NUMBER), and EMIT TIMEOUTS under strict
+above evaluated per instance; no MATCH_NUMBER, PREV(CLASSIFIER())), and EMIT TIMEOUTS under strict
 contiguity or SKIP TILL on the automaton. Negation with a DEFINE that reads the match so
 far or with EMIT TIMEOUTS under SKIP TILL, other navigation and aggregates, CLASSIFIER
-in navigation (and in aggregates but for that CASE) and MATCH_NUMBER elsewhere in
-DEFINE run on the general matcher
+in navigation (but for those and NEXT's, NULL) and aggregates (but for that CASE) and
+MATCH_NUMBER elsewhere in DEFINE run on the general matcher
 (:mod:`cep_core.runtime.matcher`, :mod:`cep_core.runtime.consumption`).
 """
 
@@ -162,9 +162,10 @@ class FastPlan:
             if m.emit_timeouts:
                 extra += "; EMIT TIMEOUTS"
             funcs = {c.func for c in self.agg_checks if c.owner >= 0}
-            if funcs - {"FIRST", "LAST"}:
+            navigation = {"FIRST", "LAST", "PREV_CLASSIFIER"}
+            if funcs - navigation:
                 extra += "; aggregates in DEFINE"
-            if funcs & {"FIRST", "LAST"}:
+            if funcs & navigation:
                 extra += "; navigation in DEFINE"
             if m.consumption is not None:
                 return f"compiled: CONSUMPTION {m.consumption}{window}{extra}"
@@ -244,8 +245,8 @@ def _agg_check(c: ast.Expr, owner: int, q: CompiledQuery) -> AggCheck | None:
     FILTER, and ``CASE WHEN CLASSIFIER() = 'V' THEN x END`` as the argument, narrow the
     rows aggregated, :func:`_classifier_case`) or
     logical navigation to a row of the match so far: ``FIRST(col)``, ``LAST(col)`` or
-    another variable's ``V.col`` (its last row, RUNNING), or ``MATCH_NUMBER()`` (not
-    under CONSUMPTION); it may be multiplied by and
+    another variable's ``V.col`` (its last row, RUNNING), or ``MATCH_NUMBER()`` or
+    ``PREV(CLASSIFIER()) = / <> 'V'`` (not under CONSUMPTION); it may be multiplied by and
     added to or subtracted from row-local expressions (``1.1 * A.x - 2``)."""
     if not (isinstance(c, ast.Binary) and c.op in _FLIP):
         return None
@@ -264,6 +265,8 @@ def _agg_check(c: ast.Expr, owner: int, q: CompiledQuery) -> AggCheck | None:
     check = _value_check(agg, owner, op, other, q)
     if check is None or extra is None and factor is None and sign == 1:
         return check
+    if check.func == "PREV_CLASSIFIER":
+        return None  # (a name: no arithmetic)
     return replace(check, sign=sign, extra=extra, extra_sign=extra_sign, factor=factor)
 
 
@@ -310,6 +313,13 @@ def _value_check(agg: ast.Expr, owner: int, op: str, other: ast.Expr,
         if q.match.consumption is not None:
             return None
         return AggCheck(owner, "MATCH_NUMBER", None, None, op, other)
+    if _is_prev_classifier(agg):  # = / <> a variable's name: its index (-1: none)
+        if (q.match.consumption is not None or op not in ("=", "<>")
+                or not (isinstance(other, ast.Literal) and isinstance(other.value, str))):
+            return None
+        names = q.variables
+        index = names.index(other.value) if other.value in names else -1
+        return AggCheck(owner, "PREV_CLASSIFIER", None, None, op, ast.Literal(float(index)))
     if isinstance(agg, ast.Column):  # V.col of another variable: LAST(V.col)
         if agg.var not in sets:
             return None
@@ -381,6 +391,13 @@ def _is_match_number(e: ast.Expr) -> bool:
     return isinstance(e, ast.Call) and e.name == "MATCH_NUMBER" and not e.args
 
 
+def _is_prev_classifier(e: ast.Expr) -> bool:
+    """``PREV(CLASSIFIER())`` (offset 1)."""
+    return (isinstance(e, ast.Call) and e.name == "PREV" and _is_classifier(e.args[0])
+            and (len(e.args) == 1 or isinstance(e.args[1], ast.Literal)
+                 and type(e.args[1].value) is int and e.args[1].value == 1))
+
+
 def _row_filter(e: ast.Expr | None) -> bool:
     """An aggregate's FILTER the kernel evaluates per row (None: no FILTER): reads only
     the aggregated row's columns (no CLASSIFIER, navigation or aggregates)."""
@@ -392,7 +409,8 @@ def _running_value(e: ast.Expr, owner: str) -> bool:
     """``e`` is a value the kernel keeps per thread (see :func:`_agg_check`)."""
     if isinstance(e, ast.Column):
         return e.var is not None and e.var != owner
-    return _is_match_number(e) or (isinstance(e, ast.Call) and e.name in _RUNNING_FUNCS
+    return _is_match_number(e) or _is_prev_classifier(e) or (
+        isinstance(e, ast.Call) and e.name in _RUNNING_FUNCS
             and len(e.args) == 1 and not e.distinct and _row_filter(e.filter)
             and e.semantics in (None, "RUNNING"))
 
@@ -444,7 +462,10 @@ def _define_problem(cond: ast.Expr, var: str) -> str | None:
                 for inner in walk(node.args[0]):
                     if not isinstance(inner, _ROW_NODES):
                         return f"{type(inner).__name__} expression inside {node.name}"
-                    if isinstance(inner, ast.Call) and inner.name not in SCALAR_FUNCTIONS:
+                    if (node.name == "NEXT" and _is_classifier(inner)
+                            or isinstance(inner, ast.Call) and inner.name in SCALAR_FUNCTIONS):
+                        continue  # (a later row is not matched yet: its CLASSIFIER is NULL)
+                    if isinstance(inner, ast.Call):
                         return f"{inner.name} inside {node.name}"
                     if isinstance(inner, ast.Column) and inner.var not in (None, var):
                         return f"{node.name} of variable {inner.var}"

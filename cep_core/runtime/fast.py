@@ -142,10 +142,12 @@ class _FastBound:
 
     def _rewrite(self, e: ast.Expr, scope: Scope, shift: int) -> ast.Expr:
         """``e`` with PREV/NEXT replaced by references to shifted helper columns, and
-        CLASSIFIER() (the current row's) by the name of the variable defined."""
+        CLASSIFIER() (the current row's) by the name of the variable defined (NEXT's:
+        NULL)."""
         if (isinstance(e, ast.Call) and e.name == "CLASSIFIER" and not e.args
-                and shift == 0 and scope.define_var is not None):
-            return ast.Literal(scope.define_var, e.pos)
+                and shift >= 0 and scope.define_var is not None):
+            # a later row is not matched yet: NULL
+            return ast.Literal(scope.define_var if shift == 0 else None, e.pos)
         if isinstance(e, ast.Call) and e.name in ("PREV", "NEXT"):
             offset = int(e.args[1].value) if len(e.args) > 1 else 1  # type: ignore[attr-defined]
             step = -offset if e.name == "PREV" else offset

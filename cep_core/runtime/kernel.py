@@ -36,7 +36,8 @@ back to the general matcher), and nothing is remembered across attempts.
 Navigation in DEFINE (``B AS x > A.x``, ``x >= FIRST(x)``: the value of a column at the
 first / last row of a variable so far) is carried the same way, as the aggregates FIRST
 and LAST (a NULL value is kept as NaN, which the fast path reads as NULL anyway), and so
-is ``MATCH_NUMBER()`` (set when an attempt starts: the matches before it plus one).
+are ``MATCH_NUMBER()`` (set when an attempt starts: the matches before it plus one) and
+``PREV(CLASSIFIER())`` (the variable of the path's last row, if that is the row before).
 FILTER and ``CASE WHEN CLASSIFIER() ...`` arguments only change which rows an aggregate
 takes (the caller's per-row and per-variable inputs).
 
@@ -74,10 +75,12 @@ SELECTIONS = {"STRICT": STRICT, "NEXT": NEXT, "ANY": ANY}
 # FIRST / LAST (navigation to the first / last row of the set so far, NULL values kept).
 # MATCH_NUMBER (the number the attempt's match would get) is carried the same way.
 AGG_COUNT, AGG_SUM, AGG_AVG, AGG_MIN, AGG_MAX, AGG_FIRST, AGG_LAST = 0, 1, 2, 3, 4, 5, 6
-AGG_NUMBER = 7
+# PREV(CLASSIFIER()): the variable of the row before, kept as ``row * 64 + variable`` of
+# the path's last row (NULL unless that row is the one before the current row).
+AGG_NUMBER, AGG_PREV_LABEL = 7, 8
 AGG_FUNCS = {"COUNT": AGG_COUNT, "SUM": AGG_SUM, "AVG": AGG_AVG, "MIN": AGG_MIN,
              "MAX": AGG_MAX, "FIRST": AGG_FIRST, "LAST": AGG_LAST,
-             "MATCH_NUMBER": AGG_NUMBER}
+             "MATCH_NUMBER": AGG_NUMBER, "PREV_CLASSIFIER": AGG_PREV_LABEL}
 AGG_OPS = ("=", "<>", "<", "<=", ">", ">=")
 MAX_AGG_THREADS = 4096  # live threads per row with aggregates, else the general matcher
 MEMO_LIMIT = 1 << 24  # (rows + 1) x states of a partition for cross-attempt memoisation
@@ -163,8 +166,14 @@ def _aggregates_hold(v: int, pos: int, acc: np.ndarray, cnt: np.ndarray, out_acc
         a = acc[k]
         n = cnt[k]
         f = agg_func[k]
+        prev = -1.0  # PREV(CLASSIFIER()): the variable of row pos - 1 (-1: NULL)
         if f == AGG_NUMBER:
             pass  # set when the attempt starts
+        elif f == AGG_PREV_LABEL:
+            if n > 0 and np.floor(a / 64.0) == pos - 1:
+                prev = a - (pos - 1) * 64.0
+            a = pos * 64.0 + v
+            n = 1
         elif f >= AGG_FIRST:
             if (agg_over[k] >> np.uint64(v)) & np.uint64(1) and (n == 0 or f == AGG_LAST):
                 a = agg_val[k, pos] if agg_ok[k, pos] else np.nan  # NaN: a NULL value
@@ -189,6 +198,11 @@ def _aggregates_hold(v: int, pos: int, acc: np.ndarray, cnt: np.ndarray, out_acc
             continue
         if f == AGG_COUNT:
             value = float(n)
+        elif f == AGG_PREV_LABEL:
+            if prev < 0:
+                ok = False  # NULL
+                continue
+            value = prev
         elif n == 0 or (f >= AGG_FIRST and a != a):
             ok = False  # NULL
             continue

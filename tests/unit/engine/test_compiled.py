@@ -26,7 +26,9 @@ QUANT = ["", "", "", "+", "*", "?", "+?", "*?", "??", "{2}", "{1,3}", "{0,2}?", 
 CONDITIONS = ["v > PREV(v)", "v < PREV(v)", "v >= 2", "v <= NEXT(v)", "v = 0 OR v IS NULL",
               "s = 'x'", "v BETWEEN 1 AND 3", "v % 2 = 0", "PREV(v, 2) < v",
               # the current row's CLASSIFIER() in DEFINE: the variable defined
-              "CLASSIFIER() = 'A' OR v > 2", "CLASSIFIER() <> 'B' AND v >= 1"]
+              "CLASSIFIER() = 'A' OR v > 2", "CLASSIFIER() <> 'B' AND v >= 1",
+              # a later row's CLASSIFIER() in DEFINE: NULL (not matched yet)
+              "NEXT(CLASSIFIER()) IS NULL AND v < 3"]
 # Aggregates in DEFINE (RUNNING, the current row included): each thread carries them.
 AGG_CONDITIONS = ["SUM(A.v) <= 4", "v >= 1 AND AVG(v) > PREV(v)", "COUNT(B.*) < 3",
                   "MIN(A.v) >= 1", "MAX(v) <> 3", "v < 4 AND SUM(B.v) < 5",
@@ -49,7 +51,9 @@ AGG_CONDITIONS = ["SUM(A.v) <= 4", "v >= 1 AND AVG(v) > PREV(v)", "COUNT(B.*) < 
                   "COUNT(CASE WHEN CLASSIFIER() IN ('B', 'C') THEN 1 END) FILTER "
                   "(WHERE s = 'x') < 3", "MAX(CASE CLASSIFIER() WHEN 'C' THEN v END) > v",
                   # the attempt's MATCH_NUMBER()
-                  "MATCH_NUMBER() <= 2", "v >= MATCH_NUMBER() - 1 AND s = 'x'"]
+                  "MATCH_NUMBER() <= 2", "v >= MATCH_NUMBER() - 1 AND s = 'x'",
+                  # the previous row's variable (NULL unless it is in the match)
+                  "PREV(CLASSIFIER()) <> 'B'", "v > 0 AND 'A' = PREV(CLASSIFIER())"]
 MEASURES = ["FIRST(A.v) AS fa", "LAST(B.ts, 1) AS lb", "COUNT(*) AS n", "COUNT(A.*) AS na",
             "MATCH_NUMBER() AS mn", "CLASSIFIER() AS cl", "SUM(v) AS total",
             "LAST(C.s) AS lcs", "FINAL LAST(CLASSIFIER()) AS lc"]

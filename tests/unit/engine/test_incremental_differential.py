@@ -377,7 +377,7 @@ KERNEL_CONDITIONS = ["TRUE", "x > 0", "x <= 1 OR x IS NULL", "x > PREV(x)", "y <
                      "x IS NULL", "PREV(y, 2) > 0", "SUM(y) <= 3", "COUNT(*) <= 2",
                      "x > 0 AND AVG(y) >= PREV(y)", "COUNT(*) FILTER (WHERE y > 0) < 2",
                      "SUM(CASE WHEN CLASSIFIER() <> 'A' THEN y END) <= 2",
-                     "MATCH_NUMBER() < 3", "x < MATCH_NUMBER()"]
+                     "MATCH_NUMBER() < 3", "x < MATCH_NUMBER()", "PREV(CLASSIFIER()) <> 'A'"]
 GENERAL_CONDITIONS = ["SUM(y) <= 3 OR x > 2", "x < NEXT(x)", "y > FIRST(y)"]
 KERNEL_MEASURES = [
     "MATCH_NUMBER() AS mn", "CLASSIFIER() AS cls", "FIRST(x) AS fx", "LAST(y) AS ly",
