@@ -354,3 +354,34 @@ def test_string_literal_conditions(column: list[object]) -> None:
         text = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES COUNT(*) AS n, "
                 f"LAST(B.ts) AS lb PATTERN (A B* C+) DEFINE {define})")
         _assert_same(text, df)
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(st.lists(st.tuples(st.integers(-2**61, 2**61), st.booleans()),
+                               max_size=8), min_size=1, max_size=4),
+       limit=st.sampled_from([-1, 0, 1, 7, 2**40, 2**62, 2**63 - 1]),
+       descending=st.booleans())
+def test_within_horizon_of_integer_keys_equals_row_by_row(
+        parts: list[list[tuple[int, bool]]], limit: int, descending: bool) -> None:
+    """The sort-and-search horizon for integer order values against `inside` tried row by
+    row: one past the last row from s on that may join a match started at s."""
+    from cep_core.runtime.fast import _Window
+    key_l: list[int] = []
+    has_l: list[bool] = []
+    for rows in parts:  # each partition sorted by its order value, then a gap
+        rows = sorted(rows, reverse=descending)
+        key_l += [k for k, _ in rows] + [0]
+        has_l += [h for _, h in rows] + [False]
+    key, has = np.array(key_l, dtype=np.int64), np.array(has_l)
+    n = len(key)
+    idx = np.arange(n)
+    nn_run = np.minimum.accumulate(np.where(has, n, idx)[::-1])[::-1] - idx
+    window = _Window(key, nn_run, limit, descending)
+    s = np.arange(n, dtype=np.int64)
+    expected = []
+    for start in range(n):
+        r = start
+        while r < start + nn_run[start] and window.inside(np.array([start]), np.array([r]))[0]:
+            r += 1
+        expected.append(r)
+    assert window.horizon(s).tolist() == expected
