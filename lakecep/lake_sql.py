@@ -94,7 +94,7 @@ def connect(settings: Settings, query: str | None = None
     con.execute("SET TimeZone = 'UTC'")
     tables = lake_tables(settings)
     views = typed_views.lake_views(settings, list(tables))
-    wanted = set(tables) if query is None else named(query, tables, views)
+    wanted = set(tables) if query is None else named(query, list(tables), views)
     for name, folder in tables.items():
         if name in wanted:
             register(con, name, folder)
