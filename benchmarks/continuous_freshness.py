@@ -168,16 +168,16 @@ def main() -> None:  # noqa: PLR0915 - one linear script
     print(f"drained: {caught_up} after {drain_s:.0f}s; stopping the app", flush=True)
     stopped = continuous.stop(settings)
 
-    import deltalake
+    from lakecep.lake_sql import read_delta
 
     lake = home / "lake"
-    silver = deltalake.DeltaTable(str(lake / "silver" / "events")).to_pandas(
-        columns=["event_id", "source_file"])
+    silver = read_delta(lake / "silver" / "events", ["event_id", "source_file"]).to_pandas()
     file_of = dict(zip(silver["event_id"], silver["source_file"].map(os.path.basename),
                        strict=True))
     gold_path = lake / "gold" / "complex_events"
-    gold = deltalake.DeltaTable(str(gold_path)).to_pandas(columns=[
-        "query_id", "match_id", "live_event_ids", "archive_event_ids", "superseded_version"])
+    gold = read_delta(gold_path, [
+        "query_id", "match_id", "live_event_ids", "archive_event_ids",
+        "superseded_version"]).to_pandas()
     current = gold[gold["superseded_version"].isna()]
     first = first_commit_of_matches(gold_path)
     freshness: dict[str, list[float]] = defaultdict(list)

@@ -9,6 +9,9 @@ history, each batch). Only ``rfid_abc`` runs (a pattern query). Per batch: gold 
 and silver history rows read (incremental: from the gold log; recompute: the silver rows
 of the batch's keys at the batch's version, counted outside the timing); the batch's
 bronze and silver seconds too (silver de-duplicates against the whole history).
+``--deletion-vectors both`` runs each mode twice, with deletion vectors on
+``gold.complex_events`` (its declared property, ``schemas/tables.json``) and without (the
+property left out of the lake's tables for that run; modes named ``<mode> dv on|off``).
 
 Writes ``benchmarks/results/gold_batch_cost.json`` and ``.png``. Example (about 10 min on
 2 cores)::
@@ -47,8 +50,12 @@ def main() -> int:
                              "of that many files; 2 GiB of driver heap held 1M lines)")
     parser.add_argument("--modes", default="incremental,recompute",
                         help="run order (the second mode runs on a warmer session)")
+    parser.add_argument("--deletion-vectors", choices=("on", "off", "both"), default="on",
+                        help="gold.complex_events' deletion vectors (both: on first, then "
+                             "off, same files)")
     args = parser.parse_args()
 
+    from lakecep import schemas
     from lakecep.config import load_settings
     from lakecep.generate import generate
     from lakecep.jobs import bronze, gold, silver
@@ -70,10 +77,18 @@ def main() -> int:
     spark = get_spark("lakecep-gold-batch-cost", base)
     spark.range(1).collect()
     results: dict[str, list[dict[str, float]]] = {}
-    for mode in args.modes.split(","):
-        home = root / mode
+    gold_table = schemas.tables()["gold.complex_events"]
+    declared = gold_table.get("properties", {})
+    settings = ("on", "off") if args.deletion_vectors == "both" else (args.deletion_vectors,)
+    runs = [(m, dv) for dv in settings for m in args.modes.split(",")]
+    for kind, dv in runs:
+        mode = f"{kind} dv {dv}" if len(settings) > 1 else kind
+        # the lake's tables are made (and upgraded) from schemas.tables(): off = undeclared
+        gold_table["properties"] = {**declared, "delta.enableDeletionVectors": "false"} \
+            if dv == "off" else declared
+        home = root / mode.replace(" ", "_")
         local = dataclasses.replace(base, home=home, queries_dir=str(queries),
-                                    incremental_patterns=mode == "incremental",
+                                    incremental_patterns=kind == "incremental",
                                     max_files_per_trigger=args.files_per_trigger)
         local.landing.mkdir(parents=True)
         lines: list[str] = []
@@ -98,7 +113,7 @@ def main() -> int:
                 gold.run(spark, local)
                 seconds = time.perf_counter() - started
             history = silver_table.read().count()
-            if mode == "incremental":
+            if kind == "incremental":
                 read = sum(int(m.group(1)) for line in lines
                            if (m := re.search(r"(\d+) history rows read", line)))
             else:  # the touched keys' rows at the pinned version (the recompute reads them)
@@ -142,8 +157,13 @@ def main() -> int:
     for mode in results:  # issue 15's test: the last 10 batches within 1.3x of the first 10
         summary[f"{mode}_last_over_first_half_gold_s"] = tail_over_head(mode, n // 2)
         summary[f"{mode}_last10_over_first10_gold_s"] = tail_over_head(mode, 10)
+    for kind in args.modes.split(","):
+        if f"{kind} dv on" in results and f"{kind} dv off" in results:
+            summary[f"{kind}_dv_off_over_on_gold_s"] = round(
+                median(f"{kind} dv off", "gold_s") / median(f"{kind} dv on", "gold_s"), 3)
     out = {"scenario": {"events": args.events, "lines_per_file": args.lines_per_file,
-                        "history_files": args.history, "batches": n, "query": "rfid_abc"},
+                        "history_files": args.history, "batches": n, "query": "rfid_abc",
+                        "deletion_vectors": args.deletion_vectors},
            "machine": {"cpus": os.cpu_count(), "load_average_1_5_15_end": os.getloadavg(),
                        "python": platform.python_version(), "platform": platform.platform()},
            "files_per_trigger": args.files_per_trigger, "summary": summary, "batches": results}
@@ -165,7 +185,7 @@ def main() -> int:
     left.set(xlabel="silver rows (history)", ylabel="gold seconds per batch")
     right.set(xlabel="silver rows (history)", ylabel="silver history rows read per batch")
     left.legend()
-    fig.suptitle("gold batch cost: incremental pattern state vs recompute (rfid_abc)")
+    fig.suptitle(f"gold batch cost: {', '.join(results)} (rfid_abc)")
     fig.tight_layout()
     fig.savefig(args.out / "gold_batch_cost.png", dpi=120)
     shutil.rmtree(root, ignore_errors=True)

@@ -39,10 +39,10 @@ def lakecep(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def superseded(home: Path) -> dict[str, int]:
-    from deltalake import DeltaTable
+    from lakecep.lake_sql import read_delta
 
-    gold = DeltaTable(str(home / "lake" / "gold" / "complex_events")).to_pandas(
-        columns=["query_id", "superseded_version"])
+    gold = read_delta(home / "lake" / "gold" / "complex_events",
+                      ["query_id", "superseded_version"]).to_pandas()
     old = gold[gold["superseded_version"].notna()]
     return {str(k): int(v) for k, v in old.groupby("query_id").size().items()}
 

@@ -46,12 +46,8 @@ Write = Callable[[Any, list[tuple[str, list[str]]], int], tuple[int, int]]
 def enable_change_feed(spark: SparkSession, settings: Settings) -> bool:
     """Turn on gold.complex_events' Change Data Feed (changes are recorded from the next
     version on); True when it was off."""
-    gold = LakeTable(spark, settings, SOURCE).ensure()
-    detail = spark.sql(f"DESCRIBE DETAIL delta.`{gold.path}`").first()
-    if dict(detail["properties"] or {}).get(CHANGE_FEED) == "true":
-        return False
-    spark.sql(f"ALTER TABLE delta.`{gold.path}` SET TBLPROPERTIES ({CHANGE_FEED} = true)")
-    return True
+    return bool(LakeTable(spark, settings, SOURCE).ensure().set_properties(
+        {CHANGE_FEED: "true"}))
 
 
 def fingerprint(query: Any) -> str:

@@ -56,17 +56,6 @@ def _num_files(spark, table: LakeTable) -> int:  # noqa: ANN001
     return int(spark.sql(f"DESCRIBE DETAIL delta.`{table.path}`").first()["numFiles"] or 0)
 
 
-def set_retention(spark, table: LakeTable, properties: dict[str, str]) -> bool:  # noqa: ANN001
-    """Set the retention properties where they differ; whether a commit was made."""
-    detail = spark.sql(f"DESCRIBE DETAIL delta.`{table.path}`").first()
-    have = dict(detail["properties"] or {})
-    change = {k: v for k, v in properties.items() if have.get(k) != v}
-    if change:
-        pairs = ", ".join(f"'{k}' = '{v}'" for k, v in sorted(change.items()))
-        spark.sql(f"ALTER TABLE delta.`{table.path}` SET TBLPROPERTIES ({pairs})")
-    return bool(change)
-
-
 def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
         continuous: bool = False, queries: list[Any] | None = None) -> dict[str, Any]:
     """Check, set retention, compact, VACUUM every existing lake table. Returns the summary:
@@ -85,7 +74,7 @@ def run(spark, settings: Settings, *, run_id: str | None = None,  # noqa: ANN001
         need = maintenance.longest(found, name)
         entry: dict[str, Any] = {
             "horizon_s": need.seconds if need else 0.0, "horizon_of": need.who if need else "",
-            "retention_set": set_retention(spark, table, properties), "compacted": False}
+            "retention_set": bool(table.set_properties(properties)), "compacted": False}
         files, small = small_files(table, settings.compact_small_file_bytes)
         entry.update(files_before=files, small_files=small, files_after=files)
         delta = DeltaTable.forPath(spark, table.path)

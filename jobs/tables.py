@@ -103,18 +103,45 @@ class LakeTable:
             cluster_by = schemas.tables()[self.name].get("cluster_by")
             if cluster_by:  # liquid clustering: data skipping on high-cardinality keys
                 builder = builder.clusterBy(*cluster_by)
+            for key, value in self.declared_properties.items():
+                builder = builder.property(key, value)
             builder.execute()
         return self
 
+    @property
+    def declared_properties(self) -> dict[str, str]:
+        """The Delta table properties ``schemas/tables.json`` declares for the table (its
+        optional ``properties``, e.g. ``delta.enableDeletionVectors``)."""
+        return dict(schemas.tables()[self.name].get("properties", {}))
+
     def upgrade(self) -> list[str]:
-        """Add the declared columns an existing table lacks (a lake written by an older
-        release; they read NULL in older rows). Returns the names added."""
+        """Bring an existing table (a lake written by an older release) to its declaration:
+        add the declared columns it lacks (they read NULL in older rows) and set the
+        declared properties it lacks. Returns the column names and ``key=value`` of the
+        properties added."""
         have = {f.name for f in self.read().schema.fields}
         missing = [f for f in self.schema.fields if f.name not in have]
         if missing:
             columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
             self.spark.sql(f"ALTER TABLE delta.`{self.path}` ADD COLUMNS ({columns})")
-        return [f.name for f in missing]
+        changed = self.set_properties(self.declared_properties)
+        return [f.name for f in missing] + [f"{k}={v}" for k, v in changed.items()]
+
+    def properties(self) -> dict[str, str]:
+        """The table's Delta table properties (``DESCRIBE DETAIL``)."""
+        detail = self.spark.sql(f"DESCRIBE DETAIL delta.`{self.path}`").first()
+        return dict(detail["properties"] or {})
+
+    def set_properties(self, properties: dict[str, str]) -> dict[str, str]:
+        """Set the table properties whose value differs (one ``ALTER TABLE ... SET
+        TBLPROPERTIES`` commit, none when all match; turning on a feature such as deletion
+        vectors upgrades the table's protocol). Returns the properties changed."""
+        have = self.properties()
+        change = {k: v for k, v in properties.items() if have.get(k) != v}
+        if change:
+            pairs = ", ".join(f"'{k}' = '{v}'" for k, v in sorted(change.items()))
+            self.spark.sql(f"ALTER TABLE delta.`{self.path}` SET TBLPROPERTIES ({pairs})")
+        return change
 
     def read(self) -> DataFrame:
         return self.spark.read.format("delta").load(self.path)
@@ -126,8 +153,7 @@ class LakeTable:
     def retention(self) -> dict[str, str]:
         """The table's log and deleted-file retention (:data:`DEFAULT_RETENTION` keys; Delta's
         defaults where the table sets none)."""
-        detail = self.spark.sql(f"DESCRIBE DETAIL delta.`{self.path}`").first()
-        properties = dict(detail["properties"] or {})
+        properties = self.properties()
         return {name: properties.get(name, default)
                 for name, default in DEFAULT_RETENTION.items()}
 

@@ -21,8 +21,10 @@ def event_contract() -> dict[str, Any]:
 
 @cache
 def tables() -> dict[str, dict[str, Any]]:
-    """Every lake table: ``{"layer.table": {"doc": ..., "ddl": ..., ["cluster_by": [...]]}}``
-    (``cluster_by``: Delta liquid clustering columns)."""
+    """Every lake table: ``{"layer.table": {"doc": ..., "ddl": ..., ["cluster_by": [...]],
+    ["properties": {...}]}}`` (``cluster_by``: Delta liquid clustering columns;
+    ``properties``: Delta table properties set at creation and on existing tables by
+    ``LakeTable.upgrade``, e.g. ``delta.enableDeletionVectors``)."""
     return json.loads(resources.files(__name__).joinpath("tables.json").read_text())
 
 

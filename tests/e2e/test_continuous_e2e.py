@@ -41,13 +41,12 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float, log: Path) ->
 
 
 def gold_rows(home: Path):  # noqa: ANN201 - a pandas frame
-    import deltalake
+    from lakecep.lake_sql import read_delta
 
     path = home / "lake" / "gold" / "complex_events"
     if not any((path / "_delta_log").glob("*.json")):  # (no first commit yet)
         return None
-    return deltalake.DeltaTable(str(path)).to_pandas(
-        columns=["query_id", "match_id", "superseded_version"])
+    return read_delta(path, ["query_id", "match_id", "superseded_version"]).to_pandas()
 
 
 def current_counts(home: Path) -> dict[str, int]:

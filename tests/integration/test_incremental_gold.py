@@ -1,6 +1,9 @@
 """Incremental pattern gold on Spark + Delta (jobs/match_state.py): in-order batches read
 no history, a late event replays its key and supersedes the match it broke, provisional
-matches are written and superseded, and gold's current answer equals one recomputation."""
+matches are written and superseded, and gold's current answer equals one recomputation.
+The lake starts as an older release left it (gold.complex_events without deletion vectors,
+its change data feed on): gold upgrades it, and the supersede MERGEs write deletion vectors
+that Spark, :func:`lakecep.lake_sql.read_delta` and the DuckDB engine all apply."""
 
 from __future__ import annotations
 
@@ -10,9 +13,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from lakecep.jobs import bronze, gold, silver
+from lakecep.jobs.gold_chain import CHANGE_FEED
 from lakecep.jobs.tables import LakeTable
 from lakecep.queries import QUERIES_DIR
 
@@ -60,6 +65,9 @@ def test_incremental_pattern_gold_over_waves(spark, settings, tmp_path: Path, ca
     local = dataclasses.replace(settings, home=tmp_path, queries_dir=str(queries),
                                 partial_match_buckets=2, incremental_patterns=True)
     local.landing.mkdir(parents=True)
+    gold_table = LakeTable(spark, local, "gold.complex_events")
+    (DeltaTable.createIfNotExists(spark).location(gold_table.path)
+     .addColumns(gold_table.schema).property(CHANGE_FEED, "true").execute())
 
     def land(n: int, wave: list[tuple]) -> str:
         """Wave ``n`` landed and run through bronze, silver and gold; their output."""
@@ -93,6 +101,7 @@ def test_incremental_pattern_gold_over_waves(spark, settings, tmp_path: Path, ca
     # t1's A B C broken by the late X; t4's provisional A B grown into A B B
     assert superseded == {("e1", "e2", "e3"), ("e8", "e9")}
     assert all_rows.groupBy("query_id", "match_id").count().where("count > 1").count() == 0
+    _deletion_vectors(spark, local, current, superseded)
 
     # one recomputation over all of silver finds exactly the current answer
     silver_events = LakeTable(spark, local, "silver.events")
@@ -165,6 +174,47 @@ def test_incremental_pattern_gold_over_waves(spark, settings, tmp_path: Path, ca
                         silver_events.as_of(version), version, 99, datetime.now(UTC), local)
     assert {(r.query_id, tuple(r.live_event_ids)) for r in found.rows.collect()} == current
     assert rows.groupBy("query_id", "match_id").count().where("count > 1").count() == 0
+
+
+def _deletion_vectors(spark, local, current: set, superseded: set) -> None:  # noqa: ANN001
+    """Gold upgraded the table to deletion vectors (change feed kept); each update-only
+    supersede MERGE wrote a deletion vector and copied no row; the change feed still
+    reports the superseded rows; Spark, read_delta and DuckDB agree on the rows."""
+    from lakecep.lake_sql import read_delta, run_query
+
+    gold_table = LakeTable(spark, local, "gold.complex_events")
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{gold_table.path}`").first()
+    assert "deletionVectors" in detail.tableFeatures
+    assert {k: v for k, v in detail.properties.items() if k.startswith("delta.enable")} == {
+        "delta.enableDeletionVectors": "true", CHANGE_FEED: "true"}
+    updates, vectors = [], 0
+    for path in sorted((Path(gold_table.path) / "_delta_log").glob("*.json"),
+                       key=lambda p: int(p.stem)):
+        actions = [json.loads(line) for line in path.read_text().splitlines()]
+        info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
+        metrics = {k: int(v) for k, v in info.get("operationMetrics", {}).items()}
+        if info["operation"] == "MERGE" and metrics.get("numTargetRowsUpdated") \
+                and not metrics.get("numTargetRowsInserted"):
+            updates.append(int(path.stem))
+            assert metrics["numTargetRowsCopied"] == 0, metrics  # no file rewritten
+            # (a file whose rows are all updated is removed whole: no vector needed)
+            added = sum(1 for a in actions if a.get("add", {}).get("deletionVector"))
+            assert added == metrics["numTargetDeletionVectorsAdded"], metrics
+            vectors += added
+    assert len(updates) == 2 and vectors >= 1  # the supersedes of waves 2 and 3
+    changes = spark.read.format("delta").option("readChangeFeed", "true").option(
+        "startingVersion", min(updates)).option("endingVersion", max(updates)).load(
+        gold_table.path).where("_change_type = 'update_postimage'")
+    assert {tuple(r.live_event_ids) for r in changes.collect()} == superseded
+
+    arrow = read_delta(gold_table.path, ["query_id", "live_event_ids"],
+                       "superseded_version IS NULL")
+    assert {(q, tuple(ids)) for q, ids in zip(*arrow.to_pydict().values(), strict=True)} \
+        == current
+    assert read_delta(gold_table.path).num_rows == gold_table.read().count()
+    frame = run_query(local, "SELECT query_id, live_event_ids FROM gold.complex_events "
+                      "WHERE superseded_version IS NULL", 100)
+    assert {(q, tuple(ids)) for q, ids in frame.itertuples(index=False)} == current
 
 
 def _operations(local, table: str) -> list[str]:  # noqa: ANN001

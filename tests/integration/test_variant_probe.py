@@ -19,6 +19,8 @@ def test_a_variant_attribute_column_is_typed_in_spark_but_opaque_through_delta_r
     import duckdb
     from deltalake import DeltaTable
 
+    from lakecep.lake_sql import read_delta
+
     path = str(tmp_path / "t")
     spark.sql(f"CREATE TABLE delta.`{path}` (id STRING, attributes VARIANT) USING delta")
     spark.sql(f"INSERT INTO delta.`{path}` SELECT 'e1', to_variant_object(named_struct("
@@ -29,7 +31,7 @@ def test_a_variant_attribute_column_is_typed_in_spark_but_opaque_through_delta_r
     detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
     assert detail.minReaderVersion == 3 and "variantType" in detail.tableFeatures
 
-    arrow = DeltaTable(path).to_pyarrow_dataset().to_table()  # what lakecep's duckdb gets
+    arrow = read_delta(path)  # what lakecep's duckdb gets
     kind = arrow.schema.field("attributes").type
     assert str(kind) == "struct<metadata: binary not null, value: binary not null>"
     seen = duckdb.connect().execute("SELECT attributes FROM arrow").fetchone()[0]
