@@ -661,7 +661,9 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
         nonlocal queries, alert_ids
         from pyspark.sql import functions as F
 
-        deployments = in_force.check(batch_id)
+        previous = settings.checkpoint(stream) / "offsets" / str(batch_id - 1)
+        deployments = in_force.check(batch_id, not previous.exists() or not ends_inside_commit(
+            settings.checkpoint(stream), batch_id - 1))
         if not deployments:
             return {}
 
