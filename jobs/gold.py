@@ -909,8 +909,8 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
                         datetime.fromtimestamp(micros_ / 1e6, UTC).isoformat())
                 hint = (" (a larger allowed_lateness in the query file keeps them)"
                         if stats["late_dropped"] else "")
-                held = (" held: the batch ends inside a silver commit, the watermark moves "
-                        "where the commit ends" if query_id in steps.held else "")
+                held = (" (held: the batch ends inside a silver commit; the watermark moves "
+                        "where the commit ends)" if query_id in steps.held else "")
                 log(f"{stream}: batch {batch_id}: {query_id}: {stats['events']} events "
                     f"inserted, {stats['late_dropped']} too late (dropped){hint}, "
                     f"{stats['rows']} window rows ({stats['corrections']} corrections); "
