@@ -68,7 +68,15 @@ from .match_state import PatternStep, find_pattern, supersede_pending, supported
 from .match_state import fingerprint as pattern_fingerprint
 from .match_state import move_state as move_pattern_state
 from .match_state import state_write as pattern_state
-from .streaming import StreamRun, app_status, batch_function, log, run_stream, writer_id
+from .streaming import (
+    StreamRun,
+    app_status,
+    batch_function,
+    ends_inside_commit,
+    log,
+    run_stream,
+    writer_id,
+)
 from .tables import LakeTable, engine_columns
 
 QUERY = "gold_complex_events"
@@ -158,7 +166,7 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
            floors: dict[str, int] | None = None,
            warm: dict[str, int] | None = None,
            backfill: set[str] | frozenset[str] = frozenset(),
-           ceilings: dict[str, int] | None = None) -> Detection:
+           ceilings: dict[str, int] | None = None, held: bool = False) -> Detection:
     """Gold rows of every query for one batch of ``new_events`` over ``history`` (silver
     at the pinned ``version``). ``strategy`` overrides the live-archive queries' own;
     ``tuned`` is the tuned configuration in force (``lakecep.tuning``); ``plans`` the
@@ -175,6 +183,8 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
     query's first batch does that by itself; a window rule is fed all of ``history``).
     ``ceilings``: per old version of a pattern rule run side by side (``<id>@<rule_hash>``),
     its ``M_d``: it keeps only matches whose first event is at or before it.
+    ``held``: the batch ends inside a silver commit (the window queries' watermark waits
+    for the commit's end, :func:`~lakecep.jobs.gold_window.window_steps`).
 
     Keys are hashed into buckets; each bucket is one engine call. With a tuned
     configuration each query's work runs in its FAIR scheduler pool (its rows are
@@ -246,7 +256,7 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
     windows = [q for q in queries if isinstance(q, WindowQuery)]
     if windows:
         found.windows = window_steps(spark, settings, windows, batch_events, batch_id, stream,
-                                     floors, history if backfill else None, backfill)
+                                     floors, history if backfill else None, backfill, held)
     def union(frames: list[Any]):  # noqa: ANN202
         if not frames:
             return spark.createDataFrame([], GOLD_DDL)
@@ -651,7 +661,9 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
         nonlocal queries, alert_ids
         from pyspark.sql import functions as F
 
-        deployments = in_force.check(batch_id)
+        previous = settings.checkpoint(stream) / "offsets" / str(batch_id - 1)
+        deployments = in_force.check(batch_id, not previous.exists() or not ends_inside_commit(
+            settings.checkpoint(stream), batch_id - 1))
         if not deployments:
             return {}
 
@@ -844,7 +856,8 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
                        detected, settings,
                        strategy=settings.live_archive_strategy, rbuffer=rbuffer, tuned=tuned,
                        plans=plans, incremental=incremental, stream=stream, floors=floors,
-                       warm=warm, backfill=backfill, ceilings=ceilings)
+                       warm=warm, backfill=backfill, ceilings=ceilings,
+                       held=ends_inside_commit(settings.checkpoint(stream), batch_id))
         rows = found.rows.persist()
         try:
             counts = dict(rows.groupBy("query_id").count().collect())
@@ -891,13 +904,17 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
             steps = found.windows
             for query_id, stats in (steps.stats.items() if steps else ()):
                 assert steps is not None
-                mark = datetime.fromtimestamp(steps.watermarks[query_id] / 1e6, UTC)
+                micros_ = steps.watermarks[query_id]
+                mark = ("none yet" if micros_ is None else
+                        datetime.fromtimestamp(micros_ / 1e6, UTC).isoformat())
                 hint = (" (a larger allowed_lateness in the query file keeps them)"
                         if stats["late_dropped"] else "")
+                held = (" (held: the batch ends inside a silver commit; the watermark moves "
+                        "where the commit ends)" if query_id in steps.held else "")
                 log(f"{stream}: batch {batch_id}: {query_id}: {stats['events']} events "
                     f"inserted, {stats['late_dropped']} too late (dropped){hint}, "
                     f"{stats['rows']} window rows ({stats['corrections']} corrections); "
-                    f"watermark {mark.isoformat()}")
+                    f"watermark {mark}{held}")
             if steps:
                 log(f"{stream}: batch {batch_id}: {window_rows} rows to gold.window_outputs")
             # after gold: a crash in between replays; every query's state in one MERGE

@@ -5,18 +5,26 @@ time windows, count windows or a sampler -- over one numeric attribute per key. 
 executors keep nothing between micro-batches, so the operators' state lives in the Delta
 table ``gold.window_state``: per query, keys are hashed into ``partial_match_buckets``
 buckets and each bucket has one row with its operator's JSON state (``to_state()``); the
-row of bucket -1 holds the query's watermark. The semantics are in docs/windows.md ("In
-the pipeline").
+row of bucket -1 holds the query's watermark (``{"watermark": W}``, and ``"newest"`` while
+a silver commit is read in parts, below). The semantics are in docs/windows.md ("In the
+pipeline").
 
 Per micro-batch ``b`` (:func:`window_steps`, every window query at once):
 
-1. The watermark moves to ``max(previous watermark, newest event time of the batch -
-   watermark_delay)`` (every silver event of the batch counts, whatever its type or key).
+1. The watermark moves to ``max(previous watermark, newest event time - watermark_delay)``
+   (every silver event counts, whatever its type or key), where a silver commit ends: the
+   unit of arrival is a silver commit (docs/architecture.md, "Late events"). A batch that
+   ends inside one (gold's ``maxFilesPerTrigger`` split the commit's files,
+   :func:`~lakecep.jobs.streaming.ends_inside_commit`) is *held*: its newest event time is
+   kept in the bucket -1 row (``newest``), the watermark stays, nothing is emitted; the
+   batch that ends the commit moves the watermark from the newest event of the whole
+   commit. The kept time is in the state table, so a restart between the parts of a
+   commit changes nothing.
 2. The batch's events of the query (``event_types``, non-NULL key) become ``Insert``
    delta events, fed per bucket in ``(event_time, seq)`` order to the bucket's operator
-   (``seq`` = ``xxhash64(event_id)``: the event's identity and tie-break), then the
-   operator advances to the watermark and emits its rows. Buckets without new events are
-   only advanced when the watermark moved.
+   (``seq`` = ``xxhash64(event_id)``: the event's identity and tie-break), then (unless
+   held) the operator advances to the watermark and emits its rows. Buckets without new
+   events are only advanced when the watermark moved or held batches came before.
 3. After gold is written, :func:`commit_windows` appends the rows to
    ``gold.window_outputs`` (one Delta ``txnAppId`` / ``txnVersion = b`` append per batch:
    a replayed batch writes nothing) and merges the new state rows.
@@ -86,11 +94,13 @@ def new_operator(query: WindowQuery, watermark: int | None):  # noqa: ANN201
 
 
 def feed(query: WindowQuery, state: str | None, events: pd.DataFrame,
-         previous_watermark: int | None, watermark: int) -> tuple[Any, list[Any], dict[str, int]]:
+         previous_watermark: int | None, watermark: int | None,
+         ) -> tuple[Any, list[Any], dict[str, int]]:
     """One bucket's step (pure Python): the operator from its JSON ``state`` (a new one at
     ``previous_watermark`` when None), fed ``events`` (columns ``key``, ``time`` (µs),
-    ``seq``, ``value``) as inserts in ``(time, seq)`` order, advanced to ``watermark``.
-    Returns the operator, its rows and the counters.
+    ``seq``, ``value``) as inserts in ``(time, seq)`` order, advanced to ``watermark``
+    (None: a held batch, not advanced, nothing emitted). Returns the operator, its rows and
+    the counters.
 
     An event the operator holds already is skipped: a rule's backfill (:func:`window_steps`)
     feeds all of silver at the pinned version, which can hold events of later batches; such
@@ -116,16 +126,16 @@ def feed(query: WindowQuery, state: str | None, events: pd.DataFrame,
             accepted += 1
         else:
             late += 1
-    rows = op.advance(watermark)
+    rows = [] if watermark is None else op.advance(watermark)
     return op, rows, {"events": accepted, "late_dropped": late, "rows": len(rows),
                       "corrections": sum(r.revision > 0 for r in rows)}
 
 
 def bucket_step(queries: dict[str, WindowQuery], previous: dict[str, int | None],
-                watermarks: dict[str, int],
+                watermarks: dict[str, int | None],
                 ) -> Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame]:
     """cogroup function: one (query, bucket)'s events x its stored state -> output rows,
-    new state and counters."""
+    new state and counters (``watermarks``: None for a held query, not advanced)."""
 
     def run(events: pd.DataFrame, state: pd.DataFrame) -> pd.DataFrame:
         head = events if len(events) else state
@@ -164,27 +174,40 @@ def bucket_step(queries: dict[str, WindowQuery], previous: dict[str, int | None]
 class WindowSteps:
     """One batch's step of every window query: output rows and new state rows (a
     checkpointed DataFrame of ``OUT_DDL``), saved by :func:`commit_windows`; per query its
-    fingerprint, watermark before and after the batch, and counters."""
+    fingerprint, watermark before and after the batch (None: none yet), and counters."""
 
     queries: list[WindowQuery]
     fingerprints: dict[str, str]
     out: Any
     previous: dict[str, int | None]
-    watermarks: dict[str, int]
+    watermarks: dict[str, int | None]
     stats: dict[str, dict[str, int]] = field(default_factory=dict)
     #: the gold stream's writer id (its checkpoint's): txnAppId of the output appends
     writer: str = ""
     #: per query deployed with ``reload = "clear"``: M_d; windows starting at or before it
     #: are the deployment's gap, not emitted (docs/rules.md, "Hot reload")
     floors: dict[str, int] = field(default_factory=dict)
+    #: per query, the newest event time of the silver commit read in held batches before
+    #: this one (``pending``) and after it (``held``; empty unless this batch is held)
+    pending: dict[str, int | None] = field(default_factory=dict)
+    held: dict[str, int] = field(default_factory=dict)
+
+
+def mark_json(watermark: int | None, held: int | None) -> str | None:
+    """The bucket -1 row's state: the watermark, and the newest event time of a silver commit
+    read in held batches so far (None: no watermark row)."""
+    if watermark is None and held is None:
+        return None
+    return json.dumps({"watermark": watermark} | ({} if held is None else {"newest": held}))
 
 
 def stored_state(spark, settings: Settings, fingerprints: dict[str, str], batch_id: int,  # noqa: ANN001
-                 ) -> tuple[dict[str, int | None], Any]:
-    """Per query its watermark before batch ``batch_id``, and the usable stored state rows
-    (query_id, bucket, state; lazy): a row that batch ``batch_id`` itself saved (a replay)
-    gives the state it started from. The watermark row (bucket -1) is saved by every batch,
-    so its batch id is the query's newest."""
+                 ) -> tuple[dict[str, int | None], dict[str, int | None], Any]:
+    """Per query its watermark before batch ``batch_id`` and the newest event time of held
+    batches before it (the silver commit read in parts, :func:`window_steps`), and the
+    usable stored state rows (query_id, bucket, state; lazy): a row that batch ``batch_id``
+    itself saved (a replay) gives the state it started from. The watermark row (bucket -1)
+    is saved by every batch, so its batch id is the query's newest."""
     from pyspark.sql import functions as F
 
     valid = F.lit(False)
@@ -192,6 +215,7 @@ def stored_state(spark, settings: Settings, fingerprints: dict[str, str], batch_
         valid = valid | ((F.col("query_id") == query_id) & (F.col("fingerprint") == fp))
     rows = LakeTable(spark, settings, STATE).ensure().read().where(valid)
     previous: dict[str, int | None] = dict.fromkeys(fingerprints)
+    pending: dict[str, int | None] = dict.fromkeys(fingerprints)
     for r in rows.where(F.col("bucket") < 0).collect():
         if r.batch_id > batch_id:
             raise RuntimeError(
@@ -199,13 +223,14 @@ def stored_state(spark, settings: Settings, fingerprints: dict[str, str], batch_
                 f"the gold stream is at batch {batch_id}: the window state is ahead of the "
                 "stream's checkpoint (restore the checkpoint, or delete the query's rows of "
                 "gold.window_state to restart its windows)")
-        mark = r.previous if r.batch_id == batch_id else r.state
-        previous[r.query_id] = None if mark is None else json.loads(mark)["watermark"]
+        text = r.previous if r.batch_id == batch_id else r.state
+        mark = {} if text is None else json.loads(text)
+        previous[r.query_id], pending[r.query_id] = mark.get("watermark"), mark.get("newest")
     state = rows.where(F.col("bucket") >= 0).select(
         "query_id", F.col("bucket").alias(BUCKET),
         F.when(F.col("batch_id") == batch_id, F.col("previous")).otherwise(F.col("state"))
         .alias("state")).where(F.col("state").isNotNull())
-    return previous, state
+    return previous, pending, state
 
 
 def query_events(queries: Sequence[WindowQuery], new_events, buckets: int):  # noqa: ANN001, ANN201
@@ -232,7 +257,8 @@ def query_events(queries: Sequence[WindowQuery], new_events, buckets: int):  # n
 def window_steps(spark, settings: Settings, queries: Sequence[WindowQuery], new_events,  # noqa: ANN001, PLR0913
                  batch_id: int, stream: str | None = None,
                  floors: dict[str, int] | None = None, history=None,  # noqa: ANN001
-                 backfill: set[str] | frozenset[str] = frozenset()) -> WindowSteps:
+                 backfill: set[str] | frozenset[str] = frozenset(),
+                 held: bool = False) -> WindowSteps:
     """Every window query's step for one micro-batch (``new_events``: the batch's silver
     rows with the engine columns), in one pandas call per (query, bucket): computed and
     checkpointed, nothing written yet. ``floors``: per query deployed with ``reload =
@@ -241,19 +267,28 @@ def window_steps(spark, settings: Settings, queries: Sequence[WindowQuery], new_
     the batch, or a run again: the state saved by this batch is the empty state it started
     from) is fed every event of ``history`` (silver at the pinned version) instead of the
     batch's, so it emits the windows over the existing history once, then goes on from
-    its state (the batch's watermark stays the batch's)."""
+    its state (the batch's watermark stays the batch's). ``held``: the batch ends inside a
+    silver commit (:func:`~lakecep.jobs.streaming.ends_inside_commit`): its events are
+    inserted, the watermark stays and nothing is emitted; the commit's newest event time so
+    far is saved for the batch that ends the commit (module docstring)."""
     from pyspark.sql import functions as F
 
     writer = gold_writer(settings, stream)
     by_id = {q.id: q for q in queries}
     fingerprints = {q.id: fingerprint(q, settings, writer) for q in queries}
-    previous, state_in = stored_state(spark, settings, fingerprints, batch_id)
+    previous, pending, state_in = stored_state(spark, settings, fingerprints, batch_id)
     newest = new_events.agg(F.max(F.unix_micros("event_time"))).first()[0]
-    watermarks = {}
+    watermarks: dict[str, int | None] = {}
+    kept: dict[str, int] = {}
     for q in queries:
-        mark = newest - micros(q.watermark_delay)
+        seen = max(newest, pending[q.id] if pending[q.id] is not None else newest)
+        if held:
+            watermarks[q.id], kept[q.id] = previous[q.id], seen
+            continue
+        mark = seen - micros(q.watermark_delay)
         watermarks[q.id] = mark if previous[q.id] is None else max(mark, previous[q.id])
-    added = {q.id for q in queries if q.id in backfill and previous[q.id] is None}
+    added = {q.id for q in queries if q.id in backfill and previous[q.id] is None
+             and pending[q.id] is None}
     events = query_events([q for q in queries if q.id not in added], new_events,
                           settings.partial_match_buckets)
     if added:
@@ -261,23 +296,26 @@ def window_steps(spark, settings: Settings, queries: Sequence[WindowQuery], new_
                            settings.partial_match_buckets)
         events = fed if events is None else events.unionByName(fed)
     assert events is not None
-    still = [q for q in queries if previous[q.id] is not None
-             and watermarks[q.id] == previous[q.id]]
-    if still:  # the watermark did not move: only buckets with new events are called
+    # the watermark did not move (or the batch is held) and no held batch came before:
+    # only buckets with new events are called
+    still = [q for q in queries if held or (previous[q.id] is not None and pending[q.id] is None
+                                            and watermarks[q.id] == previous[q.id])]
+    if still:
         moved = ~F.col("query_id").isin(*[q.id for q in still])
         touched = events.select("query_id", BUCKET).distinct()
         state_in = state_in.where(moved).unionByName(
             state_in.where(~moved).join(touched, ["query_id", BUCKET], "left_semi"))
     out = events.groupBy("query_id", BUCKET).cogroup(
         state_in.groupBy("query_id", BUCKET)).applyInPandas(
-        bucket_step(by_id, previous, watermarks), OUT_DDL).localCheckpoint(eager=True)
+        bucket_step(by_id, previous, {q: None if held else w for q, w in watermarks.items()}),
+        OUT_DDL).localCheckpoint(eager=True)
     stats = {q.id: {"events": 0, "late_dropped": 0, "rows": 0, "corrections": 0}
              for q in queries}
     for r in out.where(F.col("kind") == "stats").select("query_id", "stats").collect():
         for name, value in json.loads(r.stats).items():
             stats[r.query_id][name] += int(value)
     return WindowSteps(list(queries), fingerprints, out, previous, watermarks, stats, writer,
-                       {q: f for q, f in (floors or {}).items() if q in by_id})
+                       {q: f for q, f in (floors or {}).items() if q in by_id}, pending, kept)
 
 
 def warm_start(spark, settings: Settings, queries: Sequence[WindowQuery], before,  # noqa: ANN001, PLR0913
@@ -373,9 +411,8 @@ def save_state(spark, settings: Settings, steps: WindowSteps, batch_id: int,  # 
     from pyspark.sql import functions as F
 
     table = LakeTable(spark, settings, STATE).ensure()
-    marks = [(q.id, -1, json.dumps({"watermark": steps.watermarks[q.id]}),
-              None if steps.previous[q.id] is None
-              else json.dumps({"watermark": steps.previous[q.id]})) for q in steps.queries]
+    marks = [(q.id, -1, mark_json(steps.watermarks[q.id], steps.held.get(q.id)),
+              mark_json(steps.previous[q.id], steps.pending.get(q.id))) for q in steps.queries]
     fp = F.create_map(*[F.lit(x) for q_id, f in steps.fingerprints.items() for x in (q_id, f)])
     new = steps.out.where(F.col("kind") == "state").select(
         "query_id", "bucket", "state", "previous").unionByName(spark.createDataFrame(

@@ -359,10 +359,15 @@ class Rules:
                 out[query_id] = m_d
         return out
 
-    def check(self, batch_id: int) -> list[Deployment]:
+    def check(self, batch_id: int, boundary: bool = True) -> list[Deployment]:
         """The deployments at the boundary before ``batch_id``: rules whose version differs
         from the one recorded in force (a restart after a change of the files, or the
-        stream's first batch), then rules whose file changed since the last check."""
+        stream's first batch), then rules whose file changed since the last check -- only
+        at a ``boundary`` of silver commits (the batch before did not end inside one,
+        :func:`~lakecep.jobs.streaming.ends_inside_commit`): a rule edited while gold reads
+        a silver commit in parts waits for the commit's end, as a window rule's warm start
+        would otherwise set its watermark from part of the commit and drop the rest as late
+        (docs/architecture.md, "Late events")."""
         deployments: list[Deployment] = []
         if not self.recorded:  # the stream's first batch with hot reload: its baseline
             deployments += [Deployment(q.id, None, q, "initial", batch_id, None)
@@ -385,7 +390,7 @@ class Rules:
                     deployments.append(Deployment(query_id, _Old(query_id, new_hash), None,
                                                   "remove", batch_id, m_d))
         signature = self._signature()
-        if self.watch and signature != self.signature and not deployments:
+        if self.watch and boundary and signature != self.signature and not deployments:
             deployments += self._changed(batch_id, signature)  # (else: at the next batch)
         return deployments
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -250,3 +251,65 @@ def test_window_queries_in_gold_equal_recomputation(spark, settings, tmp_path: P
     assert read() == before and outputs.read().count() == total
     assert {r.batch_id for r in state.read().where("bucket = -1").collect()} == {last}
     assert lake_status(spark, local).counts["gold.window_outputs"] == total
+
+
+SPLIT_QUERY = '''id = "split"
+kind = "window"
+attribute = "temperature"
+aggregates = ["count"]
+window = "10 minutes"
+event_types = ["reading"]
+watermark_delay = "1 minute"
+'''
+
+
+def test_a_silver_commit_split_across_gold_batches_is_read_as_one(spark, settings,  # noqa: ANN001
+                                                                   tmp_path: Path) -> None:
+    """Each silver commit below is two files, each spanning the commit's whole time range
+    (silver's hash partitioning); gold reads one file per micro-batch. Its window watermark
+    must move only where a commit ends (docs/architecture.md, "Late events"): the first
+    file's newest reading must not make the other file's readings too late (no allowed
+    lateness). Run 1 reads commit A as the stream's initial snapshot, run 2 commit B."""
+    queries_dir = tmp_path / "queries"
+    queries_dir.mkdir()
+    (queries_dir / "split.toml").write_text(SPLIT_QUERY)
+    local = dataclasses.replace(settings, home=tmp_path / "home", queries_dir=str(queries_dir),
+                                partial_match_buckets=2, max_files_per_trigger=1)
+    silver_events = LakeTable(spark, local, "silver.events").ensure()
+    now = datetime.now(UTC)
+
+    def commit(minutes: Sequence[int], files: int) -> None:
+        rows = [(f"{key}-{m}", key, "reading", "r", T0 + timedelta(minutes=m),
+                 {"temperature": str(m)}, "f", m, now, now)
+                for key in ("s1", "s2") for m in minutes]
+        frame = spark.createDataFrame(rows, (
+            "event_id STRING, object_id STRING, event_type STRING, source_id STRING, "
+            "event_time TIMESTAMP, attributes MAP<STRING,STRING>, source_file STRING, "
+            "line_no BIGINT, ingest_time TIMESTAMP, silver_time TIMESTAMP"))
+        frame = frame.select(*[F.col(f.name).cast(f.dataType) if f.name in frame.columns
+                               else F.lit(None).cast(f.dataType).alias(f.name)
+                               for f in silver_events.schema])
+        # round robin: every file holds every other reading, so spans the commit's range
+        frame.repartition(files).write.format("delta").mode("append").save(silver_events.path)
+
+    def windows() -> dict[tuple[str, int], tuple[int, int, int]]:
+        """(key, window start minute) -> (count, revision, batch id) of every output row."""
+        out: dict[tuple[str, int], tuple[int, int, int]] = {}
+        for r in LakeTable(spark, local, "gold.window_outputs").read().where(
+                "aggregate = 'count'").collect():
+            start = int((r.window_start.replace(tzinfo=UTC) - T0) / timedelta(minutes=1))
+            assert (r.key, start) not in out, "a window emitted twice"
+            out[(r.key, start)] = (r.event_count, r.revision, r.batch_id)
+        return out
+
+    keys = ("s1", "s2")
+    commit(range(20), 2)  # commit A: readings at minutes 0..19 in 2 files
+    gold.run(spark, local)  # the stream's initial snapshot: batch 0 inside it, 1 its end
+    assert windows() == {(k, 0): (10, 0, 1) for k in keys}  # watermark 18 min
+    commit([*range(20, 40), 90], 2)  # commit B: 20..39 and an event at 90 in 2 files
+    gold.run(spark, local)  # batch 2 inside commit B, 3 its end
+    assert windows() == {(k, m): (10, 0, 1 if m == 0 else 3)
+                         for k in keys for m in range(0, 40, 10)}
+    marks = [json.loads(r.state) for r in LakeTable(spark, local, "gold.window_state").read()
+             .where("bucket = -1").collect()]
+    assert marks == [{"watermark": int((T0 + timedelta(minutes=89)).timestamp()) * US}]
