@@ -158,7 +158,7 @@ def _windows(spark, settings: Settings, query: WindowQuery, history,  # noqa: AN
 
     writer = gold_writer(settings, QUERY)
     fp = fingerprint(query, settings, writer)
-    marks, _ = stored_state(spark, settings, {query.id: fp}, 2**62)
+    marks, _, _ = stored_state(spark, settings, {query.id: fp}, 2**62)
     mark = marks[query.id]
     if mark is None:  # the stream has no state for it: the newest event's watermark
         newest = history.agg(F.max(F.unix_micros("event_time"))).first()[0]
