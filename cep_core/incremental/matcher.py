@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from itertools import chain
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import chain, repeat
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,7 @@ from ..runtime.fast import (
 )
 from ..runtime.matcher import Matcher, RawMatch
 from ..runtime.matcher import Partition as _Partition
-from ..runtime.output import Match
+from ..runtime.output import Match, matches
 from ..runtime.output import select as _select
 from ..runtime.time_axis import order_numbers, time_numbers
 from ..runtime.values import LazyColumn
@@ -728,22 +728,25 @@ class IncrementalMatcher:
         key_of = {j: todo[t][3] for j, t in where.items()}
         keys = [key_of[j] for j in part.tolist()]
         numbers = number.tolist()
-        row_ids = ids.tolist()
-        lab_name = np.array(names, dtype=object)[label_var].tolist()
+        firsts, ends = start.tolist(), end.tolist()
         offsets = np.zeros(len(start) + 1, dtype=np.int64)
         np.cumsum(end - start, out=offsets[1:])
-        spans = list(zip(start.tolist(), end.tolist(), offsets[:-1].tolist(),
-                         strict=True))
+        # tuples sliced once per match (a tuple's slice is a tuple)
+        row_ids = tuple(ids.tolist())
+        lab_name = tuple(np.array(names, dtype=object)[label_var].tolist())
         skipped = label_var < 0
         if excluded.any() or skipped.any():  # rows inside {- -} and skipped rows are
             shown = (~excluded & ~skipped).tolist()  # left out of Match.rows/labels
+            spans = list(zip(firsts, ends, offsets[:-1].tolist(), strict=True))
             rows = [tuple(row_ids[a + i] for i in range(b - a) if shown[o + i])
                     for a, b, o in spans]
             labels = [tuple(lab_name[o + i] for i in range(b - a) if shown[o + i])
                       for a, b, o in spans]
         else:
-            rows = [tuple(row_ids[a:b]) for a, b, _ in spans]
-            labels = [tuple(lab_name[o:o + b - a]) for a, b, o in spans]
+            rows = list(map(row_ids.__getitem__, map(slice, firsts, ends)))
+            bounds = offsets.tolist()
+            labels = list(map(lab_name.__getitem__, map(slice, bounds[:-1], bounds[1:])))
+        measures: Iterable[dict[str, Any]]
         if fb.vector_measures is not None:
             columns = []
             for values, missing in match_measure_values(fb, work, start, end, number,
@@ -753,15 +756,14 @@ class IncrementalMatcher:
                     for k in np.flatnonzero(missing).tolist():
                         vals[k] = None
                 columns.append(vals)
-            measures = [dict(zip(measure_names, v, strict=True))
-                        for v in zip(*columns, strict=True)] if columns else [
-                {} for _ in spans]
+            per_match = zip(*columns, strict=True) if columns else repeat((), len(firsts))
+            measures = map(dict, map(zip, repeat(measure_names), per_match))
         else:
             measures = []
             lab_vars = label_var.tolist()
             flags = excluded.tolist()
-            for (a, b, o), num, j, tmo in zip(spans, numbers, part.tolist(), timed.tolist(),
-                                              strict=True):
+            for a, b, o, num, j, tmo in zip(firsts, ends, offsets[:-1].tolist(), numbers,
+                                            part.tolist(), timed.tolist(), strict=True):
                 st.lo, st.hi = todo[where[j]][0], todo[where[j]][1]
                 kept = [i for i in range(b - a) if lab_vars[o + i] >= 0]
                 raw = RawMatch(a, num, [a + i for i in kept], [lab_vars[o + i] for i in kept],
@@ -771,7 +773,7 @@ class IncrementalMatcher:
                     for i in range(len(kept)):
                         bound._measures_at(st, raw, i + 1)
                 measures.append(dict(zip(measure_names, values, strict=True)))
-        out.extend(map(Match, keys, numbers, rows, labels, measures, timed.tolist()))
+        out.extend(matches(keys, numbers, rows, labels, measures, timed.tolist()))
 
     def _emit_pending(self, work: pd.DataFrame,
                       vector: tuple[list[Any], list[str | None]],

@@ -5,6 +5,7 @@ incremental, uncertain)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,23 @@ class Match:
     labels: tuple[str, ...]
     measures: dict[str, Any]
     timed_out: bool = False  # EMIT TIMEOUTS: a partial match cut off by the window
+
+
+def matches(partition: Iterable[tuple[Any, ...]], match_number: Iterable[int],
+            rows: Iterable[tuple[int, ...]], labels: Iterable[tuple[str, ...]],
+            measures: Iterable[dict[str, Any]], timed_out: Iterable[bool]) -> list[Match]:
+    """``list(map(Match, partition, ...))``: the same objects, made in about half the time
+    (the frozen ``__init__`` sets each field with its own ``object.__setattr__`` call; this
+    sets the instance dict at once). The incremental matcher makes one Match per match."""
+    new, set_ = object.__new__, object.__setattr__
+    out = []
+    for p, n, r, lab, m, t in zip(partition, match_number, rows, labels, measures, timed_out,
+                                  strict=True):
+        match = new(Match)
+        set_(match, "__dict__", {"partition": p, "match_number": n, "rows": r, "labels": lab,
+                                 "measures": m, "timed_out": t})
+        out.append(match)
+    return out
 
 
 def select(tree: ast.Query, table: pd.DataFrame) -> pd.DataFrame:

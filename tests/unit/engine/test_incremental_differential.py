@@ -474,6 +474,34 @@ def test_feed_uses_the_batched_kernel_with_vectorised_measures() -> None:
     found = [m for a in range(0, n, 250) for m in inc.feed(df.iloc[a:a + 250])] + inc.flush()
     assert len(general) > 100
     assert sorted(_matches(found), key=repr) == sorted(general, key=repr)
+    # the same value types as the batch engine's matches (pd.Timestamp, not datetime)
+    batch = compiled.find_matches(df)
+    assert {type(v) for m in batch for v in m.measures.values()} == {
+        type(v) for m in found for v in m.measures.values()} == {pd.Timestamp, int}
+
+
+def test_matches_makes_the_objects_match_makes() -> None:
+    """``output.matches`` (the incremental matcher's cheap constructor) gives objects equal
+    to ``Match(...)``'s in every way a caller sees: fields, equality, repr, frozen, replace,
+    pickling."""
+    import dataclasses
+    import pickle
+
+    from cep_core.runtime.output import Match, matches
+
+    args = [("a",), ("b", 2)], [1, 2], [(0, 1), ()], [("A", "B"), ()], [
+        {"t": pd.Timestamp("2024-01-01")}, {}], [False, True]
+    made = matches(*args)
+    expected = list(map(Match, *args))
+    assert made == expected
+    assert [repr(m) for m in made] == [repr(m) for m in expected]
+    assert [vars(m) for m in made] == [vars(m) for m in expected]
+    assert list(vars(made[0])) == [f.name for f in dataclasses.fields(Match)]
+    assert pickle.loads(pickle.dumps(made)) == expected
+    assert dataclasses.replace(made[1], match_number=3) == dataclasses.replace(
+        expected[1], match_number=3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made[0].rows = ()  # type: ignore[misc]
 
 
 def test_a_feed_pauses_the_garbage_collector_and_restores_it() -> None:
