@@ -366,7 +366,8 @@ class Bound:
         if found is not None:
             perm, found_bounds = found
             if not bool((perm == np.arange(len(perm))).all()):
-                work = work.take(perm).reset_index(drop=True)
+                work = work.take(perm)  # a new frame: renumber it without another copy
+                work.index = pd.RangeIndex(len(work))
             return work, perm, found_bounds
         if keys:
             na_last = all(s.nulls_first is not True for s in m.order_by)

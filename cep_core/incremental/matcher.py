@@ -420,15 +420,15 @@ class IncrementalMatcher:
                 touched = np.logical_or.reduceat(is_new, los)
                 untouched = ~np.repeat(touched, np.diff(bounds))
                 settled[untouched] = is_settled[untouched]  # untouched partition: as is
-            starts = np.where(first_mark >= 0, first_mark + 1, los)
-            arrays = [c.array for c in pcols]
-            for j in np.flatnonzero(touched).tolist():
-                lo = bounds[j]
-                key = tuple(to_python(a[lo]) for a in arrays)
+            starts = np.where(first_mark >= 0, first_mark + 1, los).tolist()
+            firsts = los[touched]  # the first row of each touched partition: its key
+            values = [[to_python(v) for v in c.array.take(firsts)] for c in pcols]
+            keys = list(zip(*values, strict=True)) if values else [()] * len(firsts)
+            for j, key in zip(np.flatnonzero(touched).tolist(), keys, strict=True):
                 state = store.partitions.get(key)
                 if state is None:
                     state = store.partitions[key] = PartitionState()
-                todo.append((lo, bounds[j + 1], int(starts[j]), key, state))
+                todo.append((bounds[j], bounds[j + 1], starts[j], key, state))
             next_starts: list[int] | None = None
             vector = None if self._reads_ahead else vector_measure_columns(bound)
             pending: list[tuple[tuple[Any, ...], RawMatch]] | None = (

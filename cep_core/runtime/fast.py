@@ -1071,7 +1071,7 @@ def _sort_codes(s: pd.Series) -> np.ndarray | None:
     codes = np.asarray(codes)
     if len(codes) and int(codes.min()) < 0:
         return None
-    if dt.kind == "O" and not all(type(u) is str for u in uniques):
+    if dt.kind == "O" and not all(type(u) is str for u in uniques.tolist()):
         return None
     return codes
 
