@@ -314,8 +314,8 @@ class IncrementalMatcher:
         if ROW_ID in batch.columns:
             raise ValueError(f"input column name {ROW_ID!r} is reserved")
         self.compiled._bind(batch)  # report unknown columns against the user's columns
-        batch = batch.reset_index(drop=True).assign(
-            **{ROW_ID: np.arange(self.fed, self.fed + len(batch), dtype=np.int64)})
+        batch = batch.reset_index(drop=True)  # a copy: the caller's frame is left as is
+        batch[ROW_ID] = np.arange(self.fed, self.fed + len(batch), dtype=np.int64)
         self.fed += len(batch)
         if self._spill is None:
             return self._process(batch, open_=True, want_table=table)
@@ -422,7 +422,7 @@ class IncrementalMatcher:
                 settled[untouched] = is_settled[untouched]  # untouched partition: as is
             starts = np.where(first_mark >= 0, first_mark + 1, los).tolist()
             firsts = los[touched]  # the first row of each touched partition: its key
-            values = [[to_python(v) for v in c.array.take(firsts)] for c in pcols]
+            values = [column_values(c.take(firsts)) for c in pcols]
             keys = list(zip(*values, strict=True)) if values else [()] * len(firsts)
             for j, key in zip(np.flatnonzero(touched).tolist(), keys, strict=True):
                 state = store.partitions.get(key)
@@ -489,7 +489,9 @@ class IncrementalMatcher:
             raise err.with_query(self.compiled.text) from None
         table = self._output(bound, work.drop(columns=[ROW_ID]), st, parts) if (
             parts and want_table) else None
-        store.frame = work[keep].reset_index(drop=True)
+        kept = work[keep]  # a new frame: renumber it without another copy
+        kept.index = pd.RangeIndex(len(kept))
+        store.frame = kept
         store.settled = settled[keep]
         self.matched = work
         return out, table
