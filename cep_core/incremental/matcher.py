@@ -704,11 +704,12 @@ class IncrementalMatcher:
             for raw, j in zip(raws, part_of.tolist(), strict=True):
                 found[j].append(raw)
         nexts: list[int] = []
+        stop_at, count_of, cover_to = stops.tolist(), counts.tolist(), cover.tolist()
         for j, t in where.items():
             lo, hi, start, key, state = todo[t]
-            next_start = min(int(stops[j]), hi)
-            state.matches += int(counts[j])
-            state.covered = max(0, max(start + state.covered, int(cover[j])) - next_start)
+            next_start = min(stop_at[j], hi)
+            state.matches += count_of[j]
+            state.covered = max(0, max(start + state.covered, cover_to[j]) - next_start)
             if found is not None and found[j]:
                 parts.append(_Partition(key, lo, hi, found[j]))
             nexts.append(next_start)
