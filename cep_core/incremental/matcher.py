@@ -747,8 +747,8 @@ class IncrementalMatcher:
                       for a, b, o in spans]
         else:
             rows = list(map(row_ids.__getitem__, map(slice, firsts, ends)))
-            bounds = offsets.tolist()
-            labels = list(map(lab_name.__getitem__, map(slice, bounds[:-1], bounds[1:])))
+            edges = offsets.tolist()
+            labels = list(map(lab_name.__getitem__, map(slice, edges[:-1], edges[1:])))
         measures: Iterable[dict[str, Any]]
         if fb.vector_measures is not None:
             columns = []
