@@ -54,6 +54,8 @@ from ..language import ast
 from ..runtime.consumption import Consumer, Instance
 from ..runtime.fast import (
     TOO_MANY_THREADS,
+    _KernelResult,
+    _part_of_row,
     consume_partitions,
     match_measure_values,
     measure_values,
@@ -383,6 +385,7 @@ class IncrementalMatcher:
             is_new = is_new[keep_rows][positions]
             first_mark = self._late(bounds, is_settled, is_new)[1]
         kernel = self._kernel(bound, work, bounds)
+        plain = work.drop(columns=[ROW_ID]) if want_table else None  # the output's input
         spill = self._spill
         if kernel is None or spill is not None:
             matcher: Matcher | None
@@ -430,6 +433,7 @@ class IncrementalMatcher:
                     state = store.partitions[key] = PartitionState()
                 todo.append((bounds[j], bounds[j + 1], starts[j], key, state))
             next_starts: list[int] | None = None
+            kernel_found: _KernelResult | None = None
             vector = None if self._reads_ahead else vector_measure_columns(bound)
             pending: list[tuple[tuple[Any, ...], RawMatch]] | None = (
                 [] if vector is not None else None)
@@ -437,9 +441,11 @@ class IncrementalMatcher:
             if kernel is not None and mode is not None:
                 consumed = self._consume_kernel(kernel, open_, bounds, todo, ids)
             elif kernel is not None:
-                next_starts = self._advance_kernels(bound, kernel, open_, st, work, bounds,
-                                                    todo, ids, names, out, parts, want_table)
-                if next_starts is None:  # the kernel gave up: the general matcher
+                advanced = self._advance_kernels(bound, kernel, open_, st, work, bounds, todo,
+                                                 ids, names, out, plain)
+                if advanced is not None:
+                    next_starts, kernel_found = advanced
+                else:  # the kernel gave up: the general matcher
                     matcher, st = bound._matcher(work)
                     matcher.open = open_
                     st.open = open_
@@ -487,8 +493,8 @@ class IncrementalMatcher:
                 self._emit_pending(work, vector, pending, ids, names, out)
         except QueryError as err:
             raise err.with_query(self.compiled.text) from None
-        table = self._output(bound, work.drop(columns=[ROW_ID]), st, parts) if (
-            parts and want_table) else None
+        table = self._output(bound, plain, st, parts, kernel_found) if (
+            plain is not None and (parts or kernel_found is not None)) else None
         kept = work[keep]  # a new frame: renumber it without another copy
         kept.index = pd.RangeIndex(len(kept))
         store.frame = kept
@@ -497,10 +503,13 @@ class IncrementalMatcher:
         return out, table
 
     def _output(self, bound: _Bound, work: pd.DataFrame, st: MatchState,
-                parts: list[_Partition]) -> pd.DataFrame:
-        """The output rows of the final matches (and unmatched rows) in ``parts``."""
+                parts: list[_Partition], found: _KernelResult | None) -> pd.DataFrame:
+        """The output rows of the final matches (and unmatched rows) in ``parts``, or of
+        the kernel's ``found`` (built from its arrays as the batch engine builds them)."""
         st.open = False  # these matches are final: their measures no longer wait
         try:
+            if found is not None:
+                return found.frame()
             if self.compiled.match.rows_per_match == "ONE":
                 table = bound._one_row(work, st, parts)
             else:
@@ -639,7 +648,8 @@ class IncrementalMatcher:
                          st: MatchState, work: pd.DataFrame, bounds: list[int],
                          todo: list[tuple[int, int, int, tuple[Any, ...], PartitionState]],
                          ids: np.ndarray, names: list[str], out: list[Match],
-                         parts: list[_Partition], want_table: bool) -> list[int] | None:
+                         plain: pd.DataFrame | None
+                         ) -> tuple[list[int], _KernelResult | None] | None:
         """:meth:`_advance` with the compiled kernel, for every partition of ``todo``
         (``lo, hi, start, key, state``) in one call: it runs each partition's attempts from
         ``start`` up to the first one that waits for more rows, and the matches before it
@@ -648,7 +658,11 @@ class IncrementalMatcher:
         each partition, or None if the kernel gave up (too many threads with aggregates in
         DEFINE; nothing was emitted). With NEXT (reaching ``ahead`` rows), the kernel does
         not match the last ``ahead`` rows of an open partition: a match it finds and its
-        measures read only rows that have arrived, so it never waits."""
+        measures read only rows that have arrived, so it never waits. With ``plain`` (the
+        rows of ``work`` without the feed numbers: output rows are wanted) nothing goes to
+        ``out``: the matches and unmatched rows are returned as a
+        :class:`~cep_core.runtime.fast._KernelResult` (None: none), whose ``frame`` builds
+        the output rows from the arrays as the batch engine does."""
         fb, automaton, bits, horizon, aggs, ahead = kernel
         unmatched = self.compiled.match.rows_per_match == "ALL UNMATCHED"
         first = list(bounds[1:])
@@ -686,7 +700,7 @@ class IncrementalMatcher:
         m_start, m_end, m_number, m_part = o_start[ok], o_end[ok], number[ok], part_of[ok]
         m_timed = o_tmo[ok]
         label_var = automaton.label_var(o_lab)
-        if len(m_start):
+        if len(m_start) and plain is None:
             self._emit_all(bound, fb, st, work, todo, where, m_start, m_end, m_number, m_part,
                            label_var, automaton.label_excluded(o_lab), ids, names, out,
                            m_timed)
@@ -697,23 +711,21 @@ class IncrementalMatcher:
                                                m_start + 1 if unmatched else -1))
         cover = np.full(len(first), -1, dtype=np.int64)
         np.maximum.at(cover, m_part, reach)
-        found: list[list[RawMatch]] | None = None
-        if want_table:
-            found = [[] for _ in first]
-            raws = raw_matches(o_start, o_end, number, o_unm, o_lab, automaton, o_tmo)
-            for raw, j in zip(raws, part_of.tolist(), strict=True):
-                found[j].append(raw)
+        found = None
+        if plain is not None and len(o_start):
+            found = _KernelResult(
+                fb, plain, work, np.arange(len(work)), bounds,
+                (o_start, o_end, number, o_unm, o_lab, automaton, _part_of_row(bounds), o_tmo),
+                (m_start, m_end, m_number, label_var, automaton.label_excluded(o_lab)))
         nexts: list[int] = []
         stop_at, count_of, cover_to = stops.tolist(), counts.tolist(), cover.tolist()
         for j, t in where.items():
-            lo, hi, start, key, state = todo[t]
+            _, hi, start, _, state = todo[t]
             next_start = min(stop_at[j], hi)
             state.matches += count_of[j]
             state.covered = max(0, max(start + state.covered, cover_to[j]) - next_start)
-            if found is not None and found[j]:
-                parts.append(_Partition(key, lo, hi, found[j]))
             nexts.append(next_start)
-        return nexts
+        return nexts, found
 
     def _emit_all(self, bound: _Bound, fb: Any, st: MatchState, work: pd.DataFrame,
                   todo: list[tuple[int, int, int, tuple[Any, ...], PartitionState]],
