@@ -8,11 +8,14 @@ each comparison means (and where the peers' semantics differ): ``docs/performanc
 
 * ``verify`` (one process, ``--verify-rows``): the default engine's output equals the
   general matcher's (``run`` frames), the incremental matcher's matches (batches of
-  ``--batch-rows``) equal the batch ones, and the pandas version finds the same matches
+  ``--batch-rows``) equal the batch ones, so do its output rows (``feed_table``), and the
+  pandas version finds the same matches
   (first/last row, and labels for ALL ROWS PER MATCH);
 * ``batch`` (``compile_query(q).run``: the engine ``auto`` picks), ``general``
-  (``compile_query(q, engine="general")``) and ``incremental`` (``IncrementalMatcher``
-  fed ``--batch-rows`` rows at a time): each in its own process (peak RSS = VmHWM of that
+  (``compile_query(q, engine="general")``), ``incremental`` (``IncrementalMatcher.feed``
+  fed ``--batch-rows`` rows at a time: ``Match`` objects) and ``incremental_table`` (the
+  same with ``feed_table``: output rows as ``run`` gives them; ``--skip incremental`` skips
+  both): each in its own process (peak RSS = VmHWM of that
   process, input included), median of ``--reps``, after a first call on 2,000 rows
   (one-off costs such as a JIT compile: ``warmup_s``). A probe on 50k rows estimates the time;
   when a full-size repetition would exceed ``--budget`` seconds the measurement runs on
@@ -45,6 +48,7 @@ import statistics
 import subprocess
 import sys
 import time
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -151,12 +155,18 @@ def child(job: dict[str, Any]) -> dict[str, Any]:
     def once(frame: pd.DataFrame) -> int:
         if mode in ("batch", "general"):
             return len(compiled.run(frame))
-        if mode == "incremental":
+        if mode == "incremental":  # Match objects
             inc = cep_core.IncrementalMatcher(compiled)
             step = job["batch_rows"]
             found = sum(len(inc.feed(frame.iloc[lo:lo + step]))
                         for lo in range(0, len(frame), step))
             return found + len(inc.flush())
+        if mode == "incremental_table":  # output rows, as the batch run gives them
+            inc = cep_core.IncrementalMatcher(compiled)
+            step = job["batch_rows"]
+            found = sum(len(inc.feed_table(frame.iloc[lo:lo + step]))
+                        for lo in range(0, len(frame), step))
+            return found + len(inc.flush_table())
         assert shape.pandas is not None
         res = shape.pandas(frame)
         return len(res["row"] if shape.labels else res["first"])
@@ -175,13 +185,19 @@ def child(job: dict[str, Any]) -> dict[str, Any]:
         times.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
     median = statistics.median(times)
-    return {"mode": mode, "engine": compiled.engine if mode != "incremental" else None,
+    return {"mode": mode,
+            "engine": None if mode.startswith("incremental") else compiled.engine,
             "plan": compiled.plan, "rows": len(df), "output_rows": out,
             "warmup_s": round(warmup, 4),
             "times_s": [round(t, 4) for t in times], "median_s": round(median, 4),
             "cpu_s": [round(c, 4) for c in cpus],
             "rows_per_s": round(len(df) / median) if median else None,
             "input_rss_mb": round(base, 1), "peak_rss_mb": round(_status_mb("VmHWM"), 1)}
+
+
+def _rows(frame: pd.DataFrame) -> list[tuple[str, ...]]:
+    """A frame's rows as sorted tuples of strings (order and dtype aside)."""
+    return sorted(frame.astype(str).itertuples(index=False, name=None))
 
 
 def verify(shape: Shape, df: pd.DataFrame, batch_rows: int) -> dict[str, Any]:
@@ -204,6 +220,11 @@ def verify(shape: Shape, df: pd.DataFrame, batch_rows: int) -> dict[str, Any]:
     result["incremental_equals_batch"] = (
         sorted((m.rows, m.labels) for m in streamed) == sorted((m.rows, m.labels)
                                                                for m in found))
+    inc = cep_core.IncrementalMatcher(auto)
+    tables = [inc.feed_table(df.iloc[lo:lo + batch_rows])
+              for lo in range(0, len(df), batch_rows)] + [inc.flush_table()]
+    result["incremental_table_equals_batch"] = (
+        sorted(chain.from_iterable(map(_rows, tables))) == _rows(auto.run(df)))
     result["matches"] = len(mine)
     if shape.pandas is not None:
         res = shape.pandas(df)
@@ -423,19 +444,21 @@ def plot(report: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     shapes = list(report["shapes"])
-    series = [("batch", "tab:green"), ("incremental", "tab:olive"), ("general", "tab:gray"),
+    series = [("batch", "tab:green"), ("incremental", "tab:olive"),
+              ("incremental_table", "tab:cyan"), ("general", "tab:gray"),
               ("pandas", "tab:purple"), ("core", "tab:orange")]
     fig, ax = plt.subplots(figsize=(11, 7))
-    width = 0.16
+    width = 0.14
     for j, (name, color) in enumerate(series):
         vals = []
         for s in shapes:
             m = report["shapes"][s].get(name)
             vals.append(m.get("rows_per_s") or 0 if isinstance(m, dict) else 0)
-        xs = np.arange(len(shapes)) + (j - 2) * width
+        xs = np.arange(len(shapes)) + (j - 2.5) * width
         ax.bar(xs, [v or np.nan for v in vals], width, color=color,
                label={"batch": "cep_core batch (auto)", "incremental":
-                      "cep_core incremental (10k-row batches)",
+                      "cep_core incremental (10k-row batches, Match objects)",
+                      "incremental_table": "cep_core incremental (10k-row batches, feed_table)",
                       "general": "general matcher (forced)", "pandas": "hand-vectorised pandas",
                       "core": "CORE (pycer, engine time)"}[name])
     ax.axhline(1_000_000, color="tab:red", linestyle="--", linewidth=1,
@@ -461,15 +484,17 @@ def summary(report: dict[str, Any]) -> str:
             return "-"
         return f"{m['rows_per_s']:,} ({m['rows']:,})"
 
-    lines = ["| shape | batch rows/s (rows) | incremental | general | pandas | CORE | "
+    lines = ["| shape | batch rows/s (rows) | incremental | incremental (table) | general | "
+             "pandas | CORE | "
              "batch / general | pandas / batch | batch / CORE (CPU) | lakecep / Flink | "
              "checks |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for name, e in report["shapes"].items():
         r = e.get("ratios", {})
         v = e.get("verify", {})
         checks = [k for k in ("batch_equals_general", "incremental_equals_batch",
-                              "pandas_equal") if v.get(k) is False]
+                              "incremental_table_equals_batch", "pandas_equal")
+                  if v.get(k) is False]
         core = e.get("core") if isinstance(e.get("core"), dict) else {}
         if core and "check_ok" in core:
             checks += [] if core["check_ok"] else [f"CORE {core['relation']}"]
@@ -479,6 +504,7 @@ def summary(report: dict[str, Any]) -> str:
         engine = e["batch"].get("engine", "")
         lines.append(
             f"| {name} | {rate(e['batch'])} {engine} | {rate(e.get('incremental'))} | "
+            f"{rate(e.get('incremental_table'))} | "
             f"{rate(e.get('general'))} | {rate(e.get('pandas'))} | {rate(core)} | "
             f"{r.get('batch_over_general', '-')} | {r.get('pandas_over_batch', '-')} | "
             f"{r.get('batch_over_core', '-')} ({r.get('batch_over_core_cpu', '-')}) | "
@@ -486,11 +512,12 @@ def summary(report: dict[str, Any]) -> str:
             f"{'FAILED: ' + ', '.join(checks) if checks else 'all equal'} |")
     lines += ["", "Rows per CPU-second of the measuring process (all its threads): the rate "
               "with a whole\ncore, less sensitive to the machine's load.", "",
-              "| shape | batch | incremental | general | pandas | CORE |",
-              "|---|---:|---:|---:|---:|---:|"]
+              "| shape | batch | incremental | incremental (table) | general | pandas | CORE |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
     for name, e in report["shapes"].items():
         cells = []
-        for mode in ("batch", "incremental", "general", "pandas", "core"):
+        for mode in ("batch", "incremental", "incremental_table", "general", "pandas",
+                     "core"):
             m = e.get(mode)
             ok = isinstance(m, dict) and m.get("cpu_s") and statistics.median(m["cpu_s"])
             cells.append(f"{round(m['rows'] / statistics.median(m['cpu_s'])):,}" if ok else "-")
@@ -557,8 +584,8 @@ def main() -> None:
                                      "batch_rows": args.batch_rows})
         print(f"  verify: {entry['verify']}", flush=True)
         entry["batch"] = budgeted(shape, "batch", rows, args)
-        for mode in ("general", "incremental"):
-            if mode not in args.skip:
+        for mode in ("general", "incremental", "incremental_table"):
+            if mode.split("_")[0] not in args.skip:
                 entry[mode] = budgeted(shape, mode, rows, args)
         if shape.pandas is not None and "pandas" not in args.skip:
             # on the rows of the batch measurement: ratios at the same size

@@ -40,6 +40,7 @@ def test_pandas_version_and_engines_agree(name: str) -> None:
     assert result["matches"] >= 20, result  # the shape occurs in the data
     assert result["batch_equals_general"] is True, result
     assert result["incremental_equals_batch"] is True, result
+    assert result["incremental_table_equals_batch"] is True, result
     assert result["pandas_equal"] is True, result
 
 
