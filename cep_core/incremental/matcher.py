@@ -54,12 +54,12 @@ from ..language import ast
 from ..runtime.consumption import Consumer, Instance
 from ..runtime.fast import (
     TOO_MANY_THREADS,
-    _KernelResult,
-    _part_of_row,
+    KernelResult,
     consume_partitions,
     match_measure_values,
     measure_values,
     raw_matches,
+    row_partitions,
     run_kernel,
     vector_measure_columns,
 )
@@ -433,7 +433,7 @@ class IncrementalMatcher:
                     state = store.partitions[key] = PartitionState()
                 todo.append((bounds[j], bounds[j + 1], starts[j], key, state))
             next_starts: list[int] | None = None
-            kernel_found: _KernelResult | None = None
+            kernel_found: KernelResult | None = None
             vector = None if self._reads_ahead else vector_measure_columns(bound)
             pending: list[tuple[tuple[Any, ...], RawMatch]] | None = (
                 [] if vector is not None else None)
@@ -503,7 +503,7 @@ class IncrementalMatcher:
         return out, table
 
     def _output(self, bound: _Bound, work: pd.DataFrame, st: MatchState,
-                parts: list[_Partition], found: _KernelResult | None) -> pd.DataFrame:
+                parts: list[_Partition], found: KernelResult | None) -> pd.DataFrame:
         """The output rows of the final matches (and unmatched rows) in ``parts``, or of
         the kernel's ``found`` (built from its arrays as the batch engine builds them)."""
         st.open = False  # these matches are final: their measures no longer wait
@@ -649,7 +649,7 @@ class IncrementalMatcher:
                          todo: list[tuple[int, int, int, tuple[Any, ...], PartitionState]],
                          ids: np.ndarray, names: list[str], out: list[Match],
                          plain: pd.DataFrame | None
-                         ) -> tuple[list[int], _KernelResult | None] | None:
+                         ) -> tuple[list[int], KernelResult | None] | None:
         """:meth:`_advance` with the compiled kernel, for every partition of ``todo``
         (``lo, hi, start, key, state``) in one call: it runs each partition's attempts from
         ``start`` up to the first one that waits for more rows, and the matches before it
@@ -661,7 +661,7 @@ class IncrementalMatcher:
         measures read only rows that have arrived, so it never waits. With ``plain`` (the
         rows of ``work`` without the feed numbers: output rows are wanted) nothing goes to
         ``out``: the matches and unmatched rows are returned as a
-        :class:`~cep_core.runtime.fast._KernelResult` (None: none), whose ``frame`` builds
+        :class:`~cep_core.runtime.fast.KernelResult` (None: none), whose ``frame`` builds
         the output rows from the arrays as the batch engine does."""
         fb, automaton, bits, horizon, aggs, ahead = kernel
         unmatched = self.compiled.match.rows_per_match == "ALL UNMATCHED"
@@ -713,9 +713,9 @@ class IncrementalMatcher:
         np.maximum.at(cover, m_part, reach)
         found = None
         if plain is not None and len(o_start):
-            found = _KernelResult(
+            found = KernelResult(
                 fb, plain, work, np.arange(len(work)), bounds,
-                (o_start, o_end, number, o_unm, o_lab, automaton, _part_of_row(bounds), o_tmo),
+                (o_start, o_end, number, o_unm, o_lab, automaton, row_partitions(bounds), o_tmo),
                 (m_start, m_end, m_number, label_var, automaton.label_excluded(o_lab)))
         nexts: list[int] = []
         stop_at, count_of, cover_to = stops.tolist(), counts.tolist(), cover.tolist()

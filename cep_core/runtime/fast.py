@@ -195,7 +195,7 @@ class _FastBound:
         return e
 
     # ------------------------------------------------------------------ matching
-    def match(self, df: pd.DataFrame) -> _Result | _KernelResult | None:
+    def match(self, df: pd.DataFrame) -> _Result | KernelResult | None:
         if self.plan.items is None:
             return self._match_kernel(df)
         bound = self.bound
@@ -346,7 +346,7 @@ class _FastBound:
         return _Result(self, df, work, positions, bounds, row_of_pad, cand, seg_start,
                        seg_len, part, number)
 
-    def _match_kernel(self, df: pd.DataFrame) -> _KernelResult | None:
+    def _match_kernel(self, df: pd.DataFrame) -> KernelResult | None:
         """Any pattern: the compiled automaton over per-row condition bits (see
         :mod:`cep_core.runtime.kernel`); None when this input needs the general path."""
         if self.plan.q.match.consumption is not None:
@@ -362,7 +362,7 @@ class _FastBound:
         if inputs is None:
             return None
         bits, horizon, aggs = inputs
-        part_of_row = _part_of_row(bounds)
+        part_of_row = row_partitions(bounds)
         skip = bound.skip
         timeouts = bool(q.match.emit_timeouts)
         o_start, o_end, o_num, o_unm, o_lab, bad, o_tmo, _ = run_kernel(
@@ -380,9 +380,9 @@ class _FastBound:
         arrays = (o_start[keep], o_end[keep], o_num[keep], automaton.label_var(o_lab),
                   automaton.label_excluded(o_lab))
         records = (o_start, o_end, o_num, o_unm, o_lab, automaton, part_of_row, o_tmo)
-        return _KernelResult(self, df, work, positions, bounds, records, arrays)
+        return KernelResult(self, df, work, positions, bounds, records, arrays)
 
-    def _match_consume(self, df: pd.DataFrame) -> _KernelResult | None:
+    def _match_consume(self, df: pd.DataFrame) -> KernelResult | None:
         """CONSUMPTION (row-local DEFINEs): :func:`cep_core.runtime.kernel.consume`."""
         work, positions, bounds = prepare(self.bound, df, self.needed)
         n = len(positions)
@@ -393,7 +393,7 @@ class _FastBound:
         q = self.plan.q
         found = consume_partitions(q.match.consumption or "", len(q.variables), inputs, bounds,
                                    bounds[:-1], [0] * nparts, [[] for _ in range(nparts)])[0]
-        return _KernelResult(self, df, work, positions, bounds, None, None, found)
+        return KernelResult(self, df, work, positions, bounds, None, None, found)
 
     def consume_inputs(self, work: Any, n: int, bounds: list[int]) -> tuple[
             np.ndarray, np.ndarray | None, np.ndarray | None,
@@ -425,7 +425,7 @@ class _FastBound:
         this input needs the general path."""
         nparts = len(bounds) - 1
         starts_of = np.asarray(bounds[:-1], dtype=np.int64)
-        part_of_row = _part_of_row(bounds)
+        part_of_row = row_partitions(bounds)
         try:
             k = len(self.conditions)
             masks = self._masks(work, n, starts_of, part_of_row,
@@ -1280,7 +1280,8 @@ class _Result:
         return bound._all_rows(work, st, parts)
 
 
-def _part_of_row(bounds: list[int]) -> np.ndarray:
+def row_partitions(bounds: list[int]) -> np.ndarray:
+    """The partition number of every row, partitions being ``bounds[i]:bounds[i + 1]``."""
     sizes: np.ndarray = np.diff(np.asarray(bounds, dtype=np.int64))
     return np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
 
@@ -1411,7 +1412,7 @@ def consume_partitions(mode: str, k: int, inputs: tuple[np.ndarray, np.ndarray |
     return found, left, numbers, stops
 
 
-class _KernelResult:
+class KernelResult:
     """The matches the compiled kernel found, per partition, output by the general path's
     own code (measures with the general compiled expressions). ``found``: the matches
     per partition already made (CONSUMPTION; no match arrays, measures per match)."""
