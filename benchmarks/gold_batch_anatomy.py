@@ -1,4 +1,5 @@
-"""Where a small gold micro-batch's time goes: phases, Spark jobs, Delta commits, driver Python.
+"""Where a small gold (bronze, silver) micro-batch's time goes: phases, Spark jobs, Delta
+commits, driver Python.
 
 A tiny lake (``--events`` generated events, the shipped queries) is built in a temporary
 ``LAKECEP_HOME``: the first files land as history (bronze, silver, gold), then one file per
@@ -17,9 +18,14 @@ and a cProfile of the driver's Python (main thread and the foreachBatch callback
 py4j round trips, Python's own time). Counts are load-independent; on a loaded machine
 read times as shares only.
 
-Writes ``benchmarks/results/gold_batch_anatomy.json``. Example (a few minutes)::
+``--job bronze`` or ``--job silver`` measures that job's run the same way instead: the
+jobs before it land the new file outside the measurement (``--job bronze``: nothing), the
+jobs after it are not run.
+
+Writes ``benchmarks/results/<job>_batch_anatomy.json``. Example (a few minutes)::
 
     .venv/bin/python benchmarks/gold_batch_anatomy.py --events 300
+    .venv/bin/python benchmarks/gold_batch_anatomy.py --events 300 --job silver
 """
 
 from __future__ import annotations
@@ -58,6 +64,11 @@ WRAPPED = {
     "lakecep.jobs.snapshots": ["take"],
     "lakecep.jobs.gold_chain": ["run_chained", "enable_change_feed"],
     "lakecep.jobs.gold_live_archive": ["find_live"],
+    "lakecep.jobs.bronze": ["run_stream", "make_folder", "_run_one"],
+    "lakecep.jobs.silver": ["run_stream", "process_batch", "gate", "quarantine_breaches",
+                            "writer_id"],
+    "lakecep.jobs.silver_native": ["parse"],
+    "lakecep.jobs.silver_state": ["run_sequential"],
 }
 #: (module, class, methods) wrapped as phases.
 WRAPPED_METHODS = [
@@ -212,7 +223,7 @@ def innermost(records: list[dict[str, Any]], t: float | None) -> str:
     for r in records:
         if r["t0"] <= t <= (r["t1"] or t) and (best is None or r["t0"] >= best["t0"]):
             best = r
-    return best["label"] if best else "(outside gold.run)"
+    return best["label"] if best else "(outside the measured run)"
 
 
 def anatomy(records: list[dict[str, Any]], jobs: list[dict[str, Any]],
@@ -226,7 +237,7 @@ def anatomy(records: list[dict[str, Any]], jobs: list[dict[str, Any]],
                        if r["t0"] <= c["t0"] and c["t1"] <= r["t1"] and (
                            (c["thread"] == r["thread"] and c["depth"] == r["depth"] + 1)
                            # the stream's batches run on the py4j callback thread
-                           or (r["label"] == "gold.run_stream" and c["depth"] == 0
+                           or (r["label"].endswith(".run_stream") and c["depth"] == 0
                                and c["thread"] != r["thread"])))
         p = phases[r["label"]]
         p["calls"] += 1
@@ -304,7 +315,7 @@ GROUPS = {
 }
 
 
-def summarise(records: list[dict[str, Any]], total: float) -> dict[str, Any]:
+def summarise(records: list[dict[str, Any]], total: float, job: str = "gold") -> dict[str, Any]:
     """Seconds and share of the run: setup before and after the stream (validate, ensure,
     drop_stale, Rules), the stream's own overhead, and the batch function's groups of
     :data:`GROUPS` (outermost calls only) and own work (persist, newest, counts, logs)."""
@@ -313,8 +324,14 @@ def summarise(records: list[dict[str, Any]], total: float) -> dict[str, Any]:
         return sum(r["t1"] - r["t0"] for r in chosen if not any(
             o is not r and o in chosen and o["t0"] <= r["t0"] and r["t1"] <= o["t1"]
             for o in chosen))
-    stream = outermost(["gold.run_stream"])
+    stream = outermost([f"{job}.run_stream"])
     batch = outermost(["each_batch (foreachBatch function)"])
+    if job != "gold":  # bronze has no batch function: its stream writes to Delta itself
+        out = {"setup (ensure, sources; before the stream)": total - stream,
+               "stream (its Delta sink or batch function included)": stream - batch,
+               "batch function": batch}
+        return {name: {"s": round(v, 2), "share": round(v / total, 3)}
+                for name, v in out.items()}
     out = {"setup (validate, ensure, drop_stale, Rules; before the stream)": total - stream,
            "stream start/stop, offsets and commits (run_stream's own)": stream - batch}
     out |= {name: outermost(labels) for name, labels in GROUPS.items()}
@@ -350,6 +367,8 @@ def no_match_file(last: Path, root: Path, events: int = 20) -> Path:
 
 def main() -> int:  # noqa: PLR0915
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--job", choices=("bronze", "silver", "gold"), default="gold",
+                        help="the job whose run is measured")
     parser.add_argument("--events", type=int, default=300)
     parser.add_argument("--lines-per-file", type=int, default=40)
     parser.add_argument("--history", type=int, default=4, help="files landed as history")
@@ -381,7 +400,7 @@ def main() -> int:  # noqa: PLR0915
     if len(files) < args.history + args.runs:
         raise SystemExit(f"{len(files)} files: fewer than --history + --runs")
     settings.landing.mkdir(parents=True)
-    spark = get_spark("lakecep-gold-batch-anatomy", settings,
+    spark = get_spark(f"lakecep-{args.job}-batch-anatomy", settings,
                       extra_conf=dict(c.split("=", 1) for c in args.conf))
     lines: list[str] = []
     for f in files[:args.history]:
@@ -400,9 +419,10 @@ def main() -> int:  # noqa: PLR0915
     for n, new_file in enumerate(batches):
         if new_file is not None:
             shutil.copy(new_file, settings.landing / new_file.name)
+        measured_job = {"bronze": bronze, "silver": silver, "gold": gold}[args.job]
         with reporting(log=lines.append):
-            bronze.run(spark, settings)
-            silver.run(spark, settings)
+            for job in (bronze, silver, gold)[:(bronze, silver, gold).index(measured_job)]:
+                job.run(spark, settings)
         known_jobs = {j["id"] for j in spark_jobs(spark)}
         logs_before = delta_logs(home)
         recorder.records.clear()
@@ -413,12 +433,12 @@ def main() -> int:  # noqa: PLR0915
         with reporting(log=lines.append):
             t0 = time.time()
             main_profile.enable()
-            gold.run(spark, settings)
+            measured_job.run(spark, settings)
             main_profile.disable()
             t1 = time.time()
         total = t1 - t0
         records = [dict(r) for r in recorder.records]
-        records.append({"label": "gold.run (own)", "depth": -1, "t0": t0, "t1": t1,
+        records.append({"label": f"{args.job}.run (own)", "depth": -1, "t0": t0, "t1": t1,
                         "thread": threading.get_ident(), "parent": None})
         jobs = [j for j in spark_jobs(spark) if j["id"] not in known_jobs]
         commits = new_commits(home, logs_before)
@@ -430,7 +450,7 @@ def main() -> int:  # noqa: PLR0915
         per_table = Counter(c["table"] for c in commits)
         run = {
             "run": n, "new_file": new_file.name if new_file else None,
-            "gold_run_s": round(total, 2),
+            f"{args.job}_run_s": round(total, 2),
             "each_batch_s": round(sum(r["t1"] - r["t0"] for r in records
                                       if r["label"].startswith("each_batch")), 2),
             "spark_jobs": len(jobs),
@@ -442,14 +462,14 @@ def main() -> int:  # noqa: PLR0915
                                     if c["empty"]],
             "py4j_round_trips": sum(r.get("py4j", 0) for r in records),
             "py4j_round_trip_s": round(py4j_latency(spark), 5),
-            "summary": summarise(records, total),
+            "summary": summarise(records, total, args.job),
             "phases": phases, "commits": commits, "jobs": jobs,
             "profile": profile_summary(profiles),
             "log": list(lines),
             "load_average_1m": round(os.getloadavg()[0], 2),
         }
         runs.append(run)
-        print(f"run {n} ({run['new_file']}): gold {total:.1f}s, each_batch "
+        print(f"run {n} ({run['new_file']}): {args.job} {total:.1f}s, each_batch "
               f"{run['each_batch_s']}s, {len(jobs)} Spark jobs, {len(commits)} Delta commits "
               f"{dict(per_table)}; empty {run['empty_delta_commits']}", flush=True)
         print(f"  py4j: {run['py4j_round_trips']} round trips, "
@@ -461,7 +481,7 @@ def main() -> int:  # noqa: PLR0915
                   f"{p['spark_jobs']:>3} ({p['spark_job_s']:.1f}s) py4j {p['py4j_round_trips']:>4}"
                   f" commits {p['delta_commits']}", flush=True)
     spark.stop()
-    out = {"scenario": {"events": args.events, "lines_per_file": args.lines_per_file,
+    out = {"scenario": {"job": args.job, "events": args.events, "lines_per_file": args.lines_per_file,
                         "history_files": args.history, "settings": args.set,
                         "queries": base.queries_dir},
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
@@ -469,7 +489,7 @@ def main() -> int:  # noqa: PLR0915
                        "note": "loaded shared machine: read seconds as shares only"},
            "runs": runs}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "gold_batch_anatomy.json").write_text(json.dumps(out, indent=1, default=str)
+    (args.out / f"{args.job}_batch_anatomy.json").write_text(json.dumps(out, indent=1, default=str)
                                                       + "\n")
     shutil.rmtree(root, ignore_errors=True)
     return 0

@@ -118,6 +118,13 @@ def parse_batches(max_line_bytes: int, sources=(), home=None):  # noqa: ANN001, 
 #: that share an event id with the batch (a broadcast semi-join: the history's ids are
 #: scanned and probed, not shuffled), then joins the batch with those few.
 BROADCAST_IDS = 2_000_000
+#: Up to this many valid rows, the silver rows found for the batch's ids (at most one per
+#: id) are fetched to the driver first and broadcast to the join as a local frame: the
+#: ranked batch, already partitioned by event id, is not shuffled again, and the held
+#: classified batch does not read silver, so appending to silver does not re-plan it (Spark
+#: re-plans every held frame that reads a table it writes: a Delta snapshot and file
+#: listing of silver, 4 Spark jobs per batch).
+BROADCAST_KEPT = 100_000
 #: A held (small) batch keeps its shuffle's partitions, one file each, where an unheld write
 #: has adaptive execution coalesce them: it is written in one file per this many rows
 #: (four files of ~200 rows per commit instead of one; gold's stream, reading
@@ -274,9 +281,12 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
             F.col("line_no").alias("_kept_line"),
         )
         small = counts["valid"] <= BROADCAST_IDS
-        if small:  # history is probed, not shuffled
-            existing = existing.join(F.broadcast(ranked.where("_rank = 1").select("event_id")),
-                                     "event_id", "left_semi")
+        if small:  # history is probed, not shuffled; the batch's ids (each id's first copy
+            # has rank 1), straight from the held batch: no wait for the ranking's shuffle
+            ids = parsed.where(F.col("ok")).select("event_id")
+            existing = existing.join(F.broadcast(ids), "event_id", "left_semi")
+        if small and counts["valid"] <= BROADCAST_KEPT:
+            existing = F.broadcast(spark.createDataFrame(existing.toArrow(), existing.schema))
         kept = F.col("_kept_file").isNotNull()
         same_row = (F.col("_kept_file") == F.col("source_file")) & (
             F.col("_kept_line") == F.col("line_no"))
