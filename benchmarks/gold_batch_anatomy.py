@@ -481,9 +481,9 @@ def main() -> int:  # noqa: PLR0915
                   f"{p['spark_jobs']:>3} ({p['spark_job_s']:.1f}s) py4j {p['py4j_round_trips']:>4}"
                   f" commits {p['delta_commits']}", flush=True)
     spark.stop()
-    out = {"scenario": {"job": args.job, "events": args.events, "lines_per_file": args.lines_per_file,
-                        "history_files": args.history, "settings": args.set,
-                        "queries": base.queries_dir},
+    out = {"scenario": {"job": args.job, "events": args.events,
+                        "lines_per_file": args.lines_per_file, "history_files": args.history,
+                        "settings": args.set, "queries": base.queries_dir},
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                        "platform": platform.platform(),
                        "note": "loaded shared machine: read seconds as shares only"},
