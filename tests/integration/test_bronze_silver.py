@@ -115,7 +115,7 @@ def test_silver_splits_dedupes_quarantines_and_reconciles(spark, local, large, m
         assert added_files(local, "silver.events")[1:] == [1, 1]
 
 
-def test_silver_batch_replay_is_idempotent(spark, local) -> None:  # noqa: ANN001
+def test_silver_batch_replay_is_idempotent(spark, local, monkeypatch) -> None:  # noqa: ANN001
     land(local, "f1.jsonl", [event(1), event(1), "{bad", event(2)])
     bronze.run(spark, local)
     batch = LakeTable(spark, local, "bronze.events").read()
@@ -131,6 +131,11 @@ def test_silver_batch_replay_is_idempotent(spark, local) -> None:  # noqa: ANN00
     # Same rows under a new batch id (e.g. all silver writes lost but silver kept):
     # rows already kept are recognised by (source_file, line_no), not counted again.
     silver.process_batch(spark, local, batch, 1, "test-writer")
+    assert counts()[0] == 2
+    # The same with silver's rows looked up inside the held plan (a batch of more than
+    # BROADCAST_KEPT valid rows) instead of fetched first: nothing new is kept.
+    monkeypatch.setattr(silver, "BROADCAST_KEPT", 0)
+    silver.process_batch(spark, local, batch, 2, "test-writer")
     assert counts()[0] == 2
 
 
