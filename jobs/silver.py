@@ -285,7 +285,7 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
             # has rank 1), straight from the held batch: no wait for the ranking's shuffle
             ids = parsed.where(F.col("ok")).select("event_id")
             existing = existing.join(F.broadcast(ids), "event_id", "left_semi")
-        if small and counts["valid"] <= BROADCAST_KEPT:
+        if small and 0 < counts["valid"] <= BROADCAST_KEPT:
             existing = F.broadcast(spark.createDataFrame(existing.toArrow(), existing.schema))
         kept = F.col("_kept_file").isNotNull()
         same_row = (F.col("_kept_file") == F.col("source_file")) & (
@@ -297,7 +297,9 @@ def process_batch(spark, settings: Settings, batch, batch_id: int, app_id: str) 
         # once per table instead of held (a 5M-row first load ran out of a 2 GiB heap)
         classified = classified.persist() if small else classified
         try:
-            outcomes = (dict(classified.groupBy("_class").count().collect()) if small
+            # no valid row (all quarantined): nothing to look up in silver or count
+            outcomes = ({} if not counts["valid"] else
+                        dict(classified.groupBy("_class").count().collect()) if small
                         else {"duplicate": 1, "new": 1})
             if counts["quarantined"]:  # an empty append still costs a Delta commit
                 quarantine.append(bad, app_id, batch_id)

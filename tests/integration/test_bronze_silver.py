@@ -161,3 +161,16 @@ def test_quarantine_gate_fails_the_batch_before_writing(spark, local) -> None:  
     assert len(table_rows(spark, local, "silver.events")) == 1
     status = lake_status(spark, local)
     assert status.counts["bronze.events"] == 121 and status.ok, str(status)
+
+
+def test_silver_batch_without_valid_rows_only_quarantines(spark, local) -> None:  # noqa: ANN001
+    # fewer rows than quarantine_gate_min_rows: the gate does not judge the batch
+    land(local, "bad.jsonl", ["{broken", "[1, 2]"])
+    bronze.run(spark, local)
+    silver.run(spark, local)
+    reasons = sorted(r.reason.split(":")[0] for r in table_rows(spark, local, "silver.quarantine"))
+    assert reasons == ["malformed_json", "not_an_object"]
+    assert not table_rows(spark, local, "silver.events")
+    assert not table_rows(spark, local, "silver.duplicates")
+    status = lake_status(spark, local)
+    assert status.counts["bronze.events"] == 2 and status.ok, str(status)
