@@ -158,24 +158,8 @@ def spark_jobs(spark: Any) -> list[dict[str, Any]]:
             "t0": submitted.get().getTime() / 1000 if submitted.isDefined() else None,
             "t1": completed.get().getTime() / 1000 if completed.isDefined() else None,
             "tasks": int(job.numTasks()), "stages": int(job.stageIds().size()),
-            "delta_frames": delta_frames(store, job),
         })
     return out
-
-
-def delta_frames(store: Any, job: Any) -> list[str]:
-    """The first Delta frames of the job's first stage's call stack (where in Delta a job
-    whose short call site is a thread pool's, ``withThreadLocalCaptured``, comes from)."""
-    stages = job.stageIds()
-    if stages.size() == 0:
-        return []
-    try:
-        details = str(store.lastStageAttempt(min(int(stages.apply(i))
-                                                 for i in range(stages.size()))).details())
-    except Exception:  # noqa: BLE001 - a stage the store no longer holds
-        return []
-    frames = [line.strip() for line in details.splitlines() if ".sql.delta." in line]
-    return frames[:4]
 
 
 def delta_logs(home: Path) -> dict[str, set[str]]:
