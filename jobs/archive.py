@@ -129,18 +129,27 @@ class RecentBuffer:
     def covers(self, lo: int) -> bool:
         return self.frame is not None and self.horizon is not None and lo > self.horizon
 
-    def update(self, history, version: int, batch, columns: list) -> None:  # noqa: ANN001
-        """Bring the buffer to ``version`` (``batch``: the micro-batch's rows)."""
-        total = history.count()  # Delta answers this from the log
-        batch_rows = batch.count()
-        if (self.frame is not None and self.version is not None
-                and total == self.count_at_version + batch_rows and batch_rows <= self.capacity):
-            new = batch.select(*columns).toPandas()
-            self.frame = pd.concat([self.frame, _after(new, self.horizon)], ignore_index=True)
-            self.stats["appends"] += 1
-        else:
-            self.frame = self._rebuild(history, columns)
-            self.stats["rebuilds"] += 1
+    def update(self, history, version: int, batch, columns: list,  # noqa: ANN001
+               batch_rows: int | None = None) -> None:
+        """Bring the buffer to ``version`` (``batch``: the micro-batch's rows, ``batch_rows``
+        of them if the caller knows). The first update (every ``gold.run``'s first batch)
+        builds it without counting ``batch``, nor ``history`` when the whole table fits."""
+        total = None
+        if self.frame is not None and self.version is not None:
+            total = history.count()  # Delta answers this from the log
+            batch_rows = batch.count() if batch_rows is None else batch_rows
+            if total == self.count_at_version + batch_rows and batch_rows <= self.capacity:
+                new = batch.select(*columns).toPandas()
+                self.frame = pd.concat([self.frame, _after(new, self.horizon)],
+                                       ignore_index=True)
+                self.stats["appends"] += 1
+                self.version, self.count_at_version = version, total
+                self._evict()
+                return
+        self.frame = self._rebuild(history, columns)
+        self.stats["rebuilds"] += 1
+        if total is None:  # the whole table in memory: its rows are the buffer's
+            total = len(self.frame) if self.horizon == -(2**63) else history.count()
         self.version, self.count_at_version = version, total
         self._evict()
 

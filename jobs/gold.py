@@ -166,7 +166,8 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
            floors: dict[str, int] | None = None,
            warm: dict[str, int] | None = None,
            backfill: set[str] | frozenset[str] = frozenset(),
-           ceilings: dict[str, int] | None = None, held: bool = False) -> Detection:
+           ceilings: dict[str, int] | None = None, held: bool = False,
+           batch_rows: int | None = None) -> Detection:
     """Gold rows of every query for one batch of ``new_events`` over ``history`` (silver
     at the pinned ``version``). ``strategy`` overrides the live-archive queries' own;
     ``tuned`` is the tuned configuration in force (``lakecep.tuning``); ``plans`` the
@@ -184,7 +185,8 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
     ``ceilings``: per old version of a pattern rule run side by side (``<id>@<rule_hash>``),
     its ``M_d``: it keeps only matches whose first event is at or before it.
     ``held``: the batch ends inside a silver commit (the window queries' watermark waits
-    for the commit's end, :func:`~lakecep.jobs.gold_window.window_steps`).
+    for the commit's end, :func:`~lakecep.jobs.gold_window.window_steps`). ``batch_rows``:
+    how many rows ``new_events`` has, if the caller knows (None: counted where needed).
 
     Keys are hashed into buckets; each bucket is one engine call. With a tuned
     configuration each query's work runs in its FAIR scheduler pool (its rows are
@@ -245,7 +247,8 @@ def detect(spark, queries: Sequence[QueryDefinition], new_events, history, versi
             rows, record, step = live_archive_rows(
                 spark, settings, query, new_events, history, version, batch_id, detected,
                 buckets, strategy or query.strategy, rbuffer,
-                (tuned or {}).get("queries", {}).get(query.id))
+                (tuned or {}).get("queries", {}).get(query.id),
+                None if query.id in backfill else batch_rows)
             results.append(rows)
             found.access.append(record)
             found.live_steps.append((query, step))
@@ -813,7 +816,9 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
         try:
             # the batch's newest event time (M_d of a later deployment, docs/rules.md); None:
             # an empty batch, e.g. the first over a new, empty silver table (nothing to find)
-            newest = batch.agg(F.max(F.unix_micros("event_time"))).first()[0]
+            # (and its rows, in the same job: the RBuffer and live selectivity need them)
+            newest, batch_rows = batch.agg(F.max(F.unix_micros("event_time")),
+                                           F.count(F.lit(1))).first()
             if newest is not None:
                 # a class stream's batch waits for its turn: one class batch at a time,
                 # the highest class waiting first (jobs/class_gate.py)
@@ -823,7 +828,7 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
                             "(another class's batch was running)")
                     for attempt in range(1, CONFLICT_RETRIES + 1):
                         try:
-                            detect_batch(batch, batch_id, newest)
+                            detect_batch(batch, batch_id, newest, batch_rows)
                             break
                         except Exception as exc:
                             if priority is None or attempt == CONFLICT_RETRIES or \
@@ -836,7 +841,7 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
         finally:
             batch.unpersist()
 
-    def detect_batch(batch, batch_id: int, newest: int) -> None:  # noqa: ANN001
+    def detect_batch(batch, batch_id: int, newest: int, batch_rows: int) -> None:  # noqa: ANN001
         tuned = in_use["tuned"] = refresh_tuned(spark, settings, in_use["tuned"], stream)
         version = silver.version()
         detected = datetime.now(UTC)
@@ -848,7 +853,7 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
             log(f"{stream}: batch {batch_id}: {', '.join(sorted(backfill))} added: "
                 f"evaluated over all of silver (version {version}), not only the batch")
         if rbuffer is not None:
-            rbuffer.update(history, version, batch, columns)
+            rbuffer.update(history, version, batch, columns, batch_rows)
         beside = olds()  # B (docs/rules.md): old pattern versions keep matches to M_d
         ceilings = {old_version(q).id: m_d for q, m_d in sides.retiring.values()
                     if isinstance(q, PatternQuery)}
@@ -857,7 +862,8 @@ def _start(spark, settings: Settings, queries: Sequence[QueryDefinition],  # noq
                        strategy=settings.live_archive_strategy, rbuffer=rbuffer, tuned=tuned,
                        plans=plans, incremental=incremental, stream=stream, floors=floors,
                        warm=warm, backfill=backfill, ceilings=ceilings,
-                       held=ends_inside_commit(settings.checkpoint(stream), batch_id))
+                       held=ends_inside_commit(settings.checkpoint(stream), batch_id),
+                       batch_rows=batch_rows)
         rows = found.rows.persist()
         try:
             counts = dict(rows.groupBy("query_id").count().collect())

@@ -92,11 +92,13 @@ def archive_joiner(
 def live_archive_rows(spark, settings: Settings, query: LiveArchiveQuery, new_events,  # noqa: ANN001, PLR0913
                       history, version: int, batch_id: int, detected: datetime, buckets: int,
                       strategy: str, rbuffer: RecentBuffer | None,
-                      tuned: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any], LiveStep]:
+                      tuned: dict[str, Any] | None = None,
+                      new_rows: int | None = None) -> tuple[Any, dict[str, Any], LiveStep]:
     """Live step (Spark, stored partial matches) -> plan (driver, cep_core) -> archive
     reads (RBuffer, then Delta with data skipping) -> join (Spark). Returns the gold rows,
     the access record and the live step. ``tuned``: the query's entry of the tuned
-    configuration (STPM transitions, archive selectivity, tolerated latency TL)."""
+    configuration (STPM transitions, archive selectivity, tolerated latency TL);
+    ``new_rows``: how many rows ``new_events`` has, if known (None: counted if needed)."""
     from pyspark.sql import functions as F
 
     from cep_core.live_archive import (
@@ -133,7 +135,7 @@ def live_archive_rows(spark, settings: Settings, query: LiveArchiveQuery, new_ev
             seconds=tuned["tolerated_latency_seconds"]))
 
     def live_selectivity() -> Selectivity:
-        new_count = new_events.count()
+        new_count = new_rows if new_rows is not None else new_events.count()
         return Selectivity(len(instances) / max(new_count, 1), f"batch of {new_count}")
 
     def archive_sample() -> Selectivity:

@@ -170,8 +170,10 @@ def find_live(spark, settings: Settings, query: LiveArchiveQuery, new_events, hi
 
     key, buckets = query.key, settings.partial_match_buckets
     time = query.spec().time
+    # the query's state is small and read three times: one scan of the Delta table
     state = LakeTable(spark, settings, TABLE).ensure().read().where(
-        (F.col("query_id") == query.id) & (F.col("fingerprint") == fingerprint(query, settings)))
+        (F.col("query_id") == query.id) & (F.col("fingerprint") == fingerprint(query, settings))
+    ).localCheckpoint(eager=True)
     newest_batch, *stored = key_marks(state)
     rerun = newest_batch is not None and newest_batch >= batch_id
     touched = (new_events.where(F.col(key).isNotNull()).groupBy(key)
@@ -200,8 +202,12 @@ def find_live(spark, settings: Settings, query: LiveArchiveQuery, new_events, hi
         state_in.groupBy("bucket")).applyInPandas(bucket_step(query, settings, transitions),
                                               OUT_DDL
     ).localCheckpoint(eager=True)
+    # one job: the buckets' counters and the new key rows' marks (only state rows are
+    # kind "key")
+    texts, _, *fed = key_marks(out, F.collect_list(F.when(F.col("kind") == "stats",
+                                                          F.col("stats"))))
     totals = dict.fromkeys(STAT_NAMES, 0)
-    for (text,) in out.where(F.col("kind") == "stats").select("stats").collect():
+    for text in texts:
         for name, value in json.loads(text).items():
             totals[name] += int(value)
     live = out.where(F.col("kind") == "live").select(
@@ -209,18 +215,18 @@ def find_live(spark, settings: Settings, query: LiveArchiveQuery, new_events, hi
     replayed = sorted(key_text([k]) for (k,) in
                       classified.where(F.col(REPLAY)).select(key).collect())
     new_state = out.where(F.col("kind").isin("hot", "key"))
-    _, *fed = key_marks(new_state)
     newest, oldest, untimed = combine_marks(stored, fed)
     return LiveStep(live, new_state, totals, replayed, newest, oldest, untimed)
 
 
-def key_marks(state) -> tuple[Any, ...]:  # noqa: ANN001 - pyspark DataFrame
+def key_marks(state, *first: Any) -> tuple[Any, ...]:  # noqa: ANN001 - pyspark DataFrame
     """Newest batch id, then newest and oldest ``last_time`` of the key rows and how many
-    key rows have none, of state rows (one Spark job)."""
+    key rows have none, of state rows (one Spark job); ``first``: other aggregates of the
+    rows, computed in the same job and returned first."""
     from pyspark.sql import functions as F
 
     is_key = F.col("kind") == "key"
-    row = state.agg(F.max("batch_id") if "batch_id" in state.columns else F.lit(None),
+    row = state.agg(*first, F.max("batch_id") if "batch_id" in state.columns else F.lit(None),
                     F.max(F.when(is_key, F.col("last_time"))),
                     F.min(F.when(is_key, F.col("last_time"))),
                     F.count(F.when(is_key & F.col("last_time").isNull(), 1))).first()
