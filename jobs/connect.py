@@ -389,9 +389,9 @@ def _group_alive(pgid: int) -> bool:
 
 def _thrift_conf(settings: Settings, jdbc_port: int) -> dict[str, str]:
     """Spark settings for the Thrift server in the Connect driver (:func:`_serve`)."""
-    from .spark import cached_jars
+    from .spark import cached_jars, delta_jars
 
-    delta = [jar for jar in cached_jars(settings) if Path(jar).name.startswith("delta-")]
+    delta = delta_jars(cached_jars(settings))
     if not delta:
         raise ServerError("--jdbc-port needs the Delta jars cached on this machine",
                           "run `python -m lakecep.jobs.spark fetch-jars` once")

@@ -109,6 +109,12 @@ def cached_jars(settings: Settings) -> list[str]:
     return [j for j in settings.spark_jars.split(",") if j] or _maven_jars() or _ivy_jars()
 
 
+def delta_jars(jars: list[str]) -> list[str]:
+    """The Delta Lake jars among ``jars``, named as Maven names them (``delta-spark_2.13-
+    4.3.1.jar``) or as Ivy's cache does (``io.delta_delta-spark_2.13-4.3.1.jar``)."""
+    return [j for j in jars if Path(j).name.removeprefix("io.delta_").startswith("delta-")]
+
+
 def _maven_jars() -> list[str]:
     if not MAVEN_JARS_DIR.is_dir():
         return []

@@ -56,3 +56,13 @@ def test_a_session_needs_s3a_only_when_something_names_it(tmp_path: Path) -> Non
         'ts = "string"\n[mapping]\nobject_id = "card"\n'
         "event_type = \"'t'\"\nsource_id = \"'pos'\"\nevent_time = \"ts\"\n")
     assert jobs_spark.uses_object_store(settings)
+
+
+def test_delta_jars_are_found_under_maven_and_ivy_names() -> None:
+    # `lakecep serve --jdbc-port` puts these on the driver's class path; with jars that only
+    # Ivy cached (io.delta_delta-spark_...), it refused to start
+    jars = ["/m/delta-spark_2.13-4.3.1.jar", "/m/delta-storage-4.3.1.jar",
+            "/i/io.delta_delta-spark_2.13-4.3.1.jar", "/i/io.delta_delta-storage-4.3.1.jar",
+            "/i/org.apache.spark_spark-sql-kafka-0-10_2.13-4.1.1.jar",
+            "/i/org.antlr_antlr4-runtime-4.13.1.jar", "/m/kafka-clients-3.9.0.jar"]
+    assert jobs_spark.delta_jars(jars) == jars[:4]
