@@ -1,14 +1,15 @@
 """Incremental matcher speed (issue 13): ``IncrementalMatcher`` fed in batches of
-``--batch-rows`` on the eight shapes of ``engine_suite.py``, this checkout against a
-baseline checkout (a worktree, or ``git archive main | tar -x -C /tmp/base`` with
-``--baseline-label``), in one run.
+``--batch-rows`` (or, with ``--mode batch``, the batch run) on the eight shapes of
+``engine_suite.py``, this checkout against a baseline checkout (a worktree, or ``git
+archive main | tar -x -C /tmp/base`` with ``--baseline-label``), in one run.
 
-Each measurement is ``engine_suite.py``'s own ``incremental`` child process (first call on
-2,000 rows apart, then ``--reps`` repetitions over the first ``--rows`` rows of the shape's
-data), the two checkouts alternating shape by shape so both see the same machine load.
-Reported per shape: rows per CPU-second of the measuring process (median; the rate with a
-whole core, the least sensitive figure on a shared machine), rows per wall second, the
-outputs (which must be equal) and the load average around each run.
+Each measurement is ``engine_suite.py``'s own ``incremental`` (``batch``) child process
+(first call on 2,000 rows apart, then ``--reps`` repetitions over the first ``--rows``
+rows of the shape's data), the two checkouts alternating shape by shape so both see the
+same machine load. Reported per shape: rows per CPU-second of the measuring process
+(median; the rate with a whole core, the least sensitive figure on a shared machine),
+rows per wall second, the outputs (which must be equal) and the load average around each
+run.
 
     .venv/bin/python benchmarks/incremental_speed.py --baseline /tmp/base --rows 100000
 
@@ -35,7 +36,7 @@ from suite_shapes import SHAPES  # noqa: E402
 
 def measure(checkout: Path, shape: str, rows: int, args: argparse.Namespace) -> dict[str, Any]:
     """One ``engine_suite.py --child`` incremental run with ``checkout`` on the path."""
-    job = {"shape": shape, "mode": "incremental", "reps": args.reps,
+    job = {"shape": shape, "mode": args.mode, "reps": args.reps,
            "path": str(data_file(SHAPES[shape].data, rows)), "batch_rows": args.batch_rows}
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     env.pop("LAKECEP_CEP_ENGINE", None)
@@ -65,10 +66,13 @@ def plot(report: dict[str, Any], path: Path) -> None:
         vals = [report["shapes"][s][name]["rows_per_cpu_s"] for s in shapes]
         ax.bar(xs + (k - 0.5) * 0.38, vals, 0.38, color=color,
                label=f"{name} ({report[name + '_git']})")
-    ax.axhline(500_000, color="tab:red", linestyle=":", label="target 500k rows/s per core")
+    incremental = report["settings"].get("mode", "incremental") == "incremental"
+    target = 500_000 if incremental else 1_000_000
+    ax.axhline(target, color="tab:red", linestyle=":", label=f"target {target:,} rows/s per core")
     ax.set_xticks(xs, [f"{s}\nx{report['shapes'][s]['speedup']}" for s in shapes], fontsize=8)
     ax.set_ylabel("input rows per CPU-second (median)")
-    ax.set_title(f"IncrementalMatcher, {report['settings']['rows']:,} rows per shape, batches "
+    what = "IncrementalMatcher" if incremental else "batch run"
+    ax.set_title(f"{what}, {report['settings']['rows']:,} rows per shape, batches "
                  f"of {report['settings']['batch_rows']:,} ({report['machine'].get('cpus')} "
                  f"vCPU, load {report['load_avg_start'][0]:.1f} at start)", fontsize=10)
     ax.legend(fontsize=8)
@@ -89,6 +93,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--batch-rows", type=int, default=10_000)
     ap.add_argument("--shapes", nargs="*", default=list(SHAPES))
+    ap.add_argument("--mode", default="incremental", choices=["incremental", "batch"],
+                    help="the child's mode: IncrementalMatcher.feed, or a batch run")
     ap.add_argument("--out", type=Path, default=RESULTS / "incremental_speed.json")
     args = ap.parse_args()
     report: dict[str, Any] = {
@@ -97,7 +103,8 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "baseline_git": args.baseline_label or git_head(args.baseline),
         "current_git": git_head(ROOT),
-        "settings": {"rows": args.rows, "reps": args.reps, "batch_rows": args.batch_rows},
+        "settings": {"rows": args.rows, "reps": args.reps, "batch_rows": args.batch_rows,
+                     "mode": args.mode},
         "shapes": {}}
     for name in args.shapes:
         rows = args.rows
