@@ -290,10 +290,47 @@ def _pool_file(settings: Settings) -> str | None:
 
 def fetch_jars() -> None:
     """Cache the Delta jars (:func:`_fetch_jars`) and the S3A jars (:func:`_fetch_s3a_jars`),
-    then the driver's CDS archive."""
-    _fetch_jars()
-    _fetch_s3a_jars()
-    write_cds_archive()
+    then the driver's CDS archive.
+
+    One fetch at a time per cache: two set-ups at once (two checkouts' bootstraps, two CI
+    jobs) would download the same Ivy files together and read each other's half-written
+    jars, so the second waits for the first's lock and then finds the jars cached.
+    """
+    import fcntl
+
+    IVY_DIR.parent.mkdir(parents=True, exist_ok=True)
+    with open(IVY_DIR.parent / ".fetch-jars.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"another fetch-jars holds {lock.name}: waiting for it", flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        _fetch_jars()
+        _fetch_s3a_jars()
+        write_cds_archive()
+
+
+def _maven_copy(pom: Path, folder: Path) -> None:
+    """``mvn dependency:copy-dependencies`` of ``pom`` into ``folder``, whole or not at all:
+    Maven copies into a sibling folder that replaces the jars of ``folder`` only once every
+    jar is there (a failed copy used to leave a part of them, which later runs took for a
+    complete cache)."""
+    import shutil
+    import tempfile
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        subprocess.run(
+            ["mvn", "-q", "-f", str(pom), "dependency:copy-dependencies",
+             f"-DoutputDirectory={staging}", "-DincludeScope=runtime"],
+            check=True,
+        )
+        folder.mkdir(exist_ok=True)
+        for jar in staging.glob("*.jar"):
+            jar.replace(folder / jar.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _fetch_s3a_jars() -> None:
@@ -326,12 +363,7 @@ def _fetch_s3a_jars() -> None:
     if not S3A_POM.is_file():
         sys.exit(f"error: no {S3A_POM} (the Maven fallback needs a source checkout)")
     folder = MAVEN_JARS_DIR / "hadoop-aws"
-    folder.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        ["mvn", "-q", "-f", str(S3A_POM), "dependency:copy-dependencies",
-         f"-DoutputDirectory={folder}", "-DincludeScope=runtime"],
-        check=True,
-    )
+    _maven_copy(S3A_POM, folder)
     for jar in set(folder.glob("*.jar")) - {Path(j) for j in _not_in_spark(
             [str(p) for p in folder.glob("*.jar")], ivy=False)}:
         jar.unlink()
@@ -411,12 +443,7 @@ def _fetch_jars() -> None:
     print("Ivy could not fetch the Delta jars; trying Maven with infra/pom.xml", file=sys.stderr)
     if not POM.is_file():
         sys.exit(f"error: no {POM} (the Maven fallback needs a source checkout of lakecep)")
-    MAVEN_JARS_DIR.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        ["mvn", "-q", "-f", str(POM), "dependency:copy-dependencies",
-         f"-DoutputDirectory={MAVEN_JARS_DIR}", "-DincludeScope=runtime"],
-        check=True,
-    )
+    _maven_copy(POM, MAVEN_JARS_DIR)
     print(f"jars copied to {MAVEN_JARS_DIR}")
 
 

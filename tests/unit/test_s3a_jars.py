@@ -66,3 +66,24 @@ def test_delta_jars_are_found_under_maven_and_ivy_names() -> None:
             "/i/org.apache.spark_spark-sql-kafka-0-10_2.13-4.1.1.jar",
             "/i/org.antlr_antlr4-runtime-4.13.1.jar", "/m/kafka-clients-3.9.0.jar"]
     assert jobs_spark.delta_jars(jars) == jars[:4]
+
+
+def test_a_failed_maven_copy_leaves_no_jar_behind(tmp_path: Path) -> None:
+    """A Maven fallback that fails part-way must not leave a part of the jars, which later
+    runs would take for a complete cache (two bootstraps at once did exactly that)."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("mvn") is None:
+        pytest.skip("mvn is not installed")
+    folder = tmp_path / "jars"
+    folder.mkdir()
+    (folder / "kept.jar").write_bytes(b"an earlier complete copy")
+    bad_pom = tmp_path / "pom.xml"
+    bad_pom.write_text("<project><not-a-pom/>")  # Maven fails before copying anything
+    with pytest.raises(subprocess.CalledProcessError):
+        jobs_spark._maven_copy(bad_pom, folder)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jars", "pom.xml"]  # no staging left
+    assert [p.name for p in folder.iterdir()] == ["kept.jar"]
