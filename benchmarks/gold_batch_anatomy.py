@@ -354,7 +354,12 @@ def no_match_file(last: Path, root: Path, events: int = 20) -> Path:
     a batch in which no shipped query finds anything (what it writes is pure cost)."""
     from datetime import datetime, timedelta
 
-    times = [json.loads(line)["event_time"] for line in last.read_text().splitlines()]
+    times = []
+    for line in last.read_text().splitlines():  # the generator's bad lines are skipped
+        try:
+            times.append(str(json.loads(line)["event_time"]))
+        except (ValueError, KeyError, TypeError):
+            continue
     start = datetime.fromisoformat(max(times).replace("Z", "+00:00"))
     rows = [{"event_id": f"nomatch-{i}", "object_id": f"tag-nomatch-{i}", "event_type": "read",
              "source_id": "A", "event_time": (start + timedelta(minutes=i + 1)).isoformat(

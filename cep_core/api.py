@@ -131,6 +131,22 @@ class CompiledQuery:
     def measure_names(self) -> list[str]:
         return [m.name for m in self.match.measures]
 
+    def columns_read(self) -> frozenset[str] | None:
+        """The (lower-cased) names of the input columns that matching reads: PARTITION BY,
+        ORDER BY (and the columns of computed keys), DEFINE and MEASURES. A caller that
+        needs only the matches (their rows, partitions and measures) can drop every other
+        column before the engine sees it. None: any column may be read (uncertain event
+        times read their own columns). Names that are not input columns (e.g. a measure's)
+        may be among them; SELECT's list is not (it reads the output)."""
+        m = self.match
+        if m.uncertain is not None:
+            return None
+        keys = [*m.partition_by, *(s.column for s in m.order_by)]
+        exprs = [*(d.condition for d in m.defines), *(x.expr for x in m.measures),
+                 *(k.computed for k in keys if k.computed is not None)]
+        return frozenset([*(k.name.lower() for k in keys),
+                          *(c.name.lower() for e in exprs for c in column_references(e))])
+
     @property
     def variables(self) -> list[str]:
         """Pattern variables in order of first appearance."""

@@ -32,6 +32,7 @@ from .gold_rows import (
     gold_frame,
     match_id,
     measures,
+    read_only,
     time_ns,
 )
 from .live_step import LiveStep, find_live
@@ -118,6 +119,8 @@ def live_archive_rows(spark, settings: Settings, query: LiveArchiveQuery, new_ev
         raise RuntimeError(f"{query.id}: the live step dropped {step.stats['late_rows']} "
                            "rows as out of order; this is a bug in the replay rule, "
                            "please report it (no gold rows were written for this batch)")
+    # the archive side reads only what the archive pattern and the join use
+    (history,) = read_only([history], spec.archive, key, spec.time, spec.id_column)
     live = step.live
     light = live.select("key", "lo", "hi", "live_start", "live_end").toPandas()
     light = light.sort_values(["live_end", "live_start"], kind="stable")

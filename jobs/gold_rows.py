@@ -8,7 +8,7 @@ function returns. Also the key bucketing that makes one engine call per bucket o
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -61,6 +61,36 @@ def above(start: int | None, ceiling: int | None) -> bool:
     beyond an old version's ``ceiling`` (µs; None: no ceiling), which keeps only matches
     starting at or before it (docs/rules.md, "Hot reload", B)."""
     return ceiling is not None and (start is None or start > ceiling * 1000)
+
+
+#: The columns of an event that gold's rows read besides what the query reads (lineage:
+#: ids, times, the newest ingest time for the detection latency).
+LINEAGE = ("event_id", "event_time", "ingest_time")
+
+
+def read_only(frames: Sequence[Any], query: Any, *keep: str) -> list[Any]:
+    """``frames`` (Spark DataFrames of one schema) with only the columns the compiled
+    ``query`` reads (``CompiledQuery.columns_read``), the lineage columns and ``keep``:
+    what the incremental step ships to Python, holds in memory and pickles into its state
+    (silver's other columns, e.g. the attributes' JSON, were most of it)."""
+    read = query.columns_read()
+    if read is None:
+        return list(frames)
+    wanted = read | {c.lower() for c in (*LINEAGE, *keep)}
+    columns = [c for c in frames[0].columns if c.lower() in wanted]
+    return [f.select(*columns) for f in frames]
+
+
+def row_positions(row_ids: pd.Series) -> Callable[[Sequence[Any]], list[int]]:
+    """A function from a match's row ids (``ROW_ID`` values) to their positions in the
+    frame whose ``ROW_ID`` column is ``row_ids``: a dict built once (a pandas
+    ``Index.get_indexer`` per match cost ~200 µs, 2.6 s for 13,000 matches)."""
+    where = {r: i for i, r in enumerate(row_ids.tolist())}
+
+    def positions(rows: Sequence[Any]) -> list[int]:
+        return [where[r] for r in rows]
+
+    return positions
 
 
 class Lineage:

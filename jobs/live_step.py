@@ -43,7 +43,7 @@ from lakecep import schemas
 from lakecep.config import Settings
 from lakecep.queries import LiveArchiveQuery
 
-from .gold_rows import key_text
+from .gold_rows import key_text, read_only, row_positions
 from .tables import LakeTable
 
 if TYPE_CHECKING:
@@ -110,13 +110,13 @@ def bucket_step(query: LiveArchiveQuery, settings: Settings,
 
         rows = step.rows
         if step.matches and rows is not None:
-            where = pd.Index(rows[ROW_ID])
+            positions = row_positions(rows[ROW_ID])
             ingest = time_values(rows["ingest_time"])
-            for inst in instances_of(spec, step.matches, rows, where.get_indexer):
+            for inst in instances_of(spec, step.matches, rows, positions):
                 assert inst.match is not None
                 add("live", key=str(inst.key), lo=int(inst.lo), hi=int(inst.hi),
                     live_start=int(inst.start), live_end=int(inst.end),
-                    live_ingest=int(ingest[where.get_indexer(list(inst.match.rows))].max()),
+                    live_ingest=int(ingest[positions(inst.match.rows)].max()),
                     instance=pickle.dumps(inst, protocol=pickle.HIGHEST_PROTOCOL))
         add("hot", key="", record=step.hot, keys_in_memory=step.keys_in_memory,
             rows_in_memory=step.rows_in_memory)
@@ -170,6 +170,8 @@ def find_live(spark, settings: Settings, query: LiveArchiveQuery, new_events, hi
 
     key, buckets = query.key, settings.partial_match_buckets
     time = query.spec().time
+    new_events, history = read_only([new_events, history], query.spec().live, key, time,
+                                    query.spec().id_column)
     # the query's state is small and read three times: one scan of the Delta table
     state = LakeTable(spark, settings, TABLE).ensure().read().where(
         (F.col("query_id") == query.id) & (F.col("fingerprint") == fingerprint(query, settings))

@@ -65,6 +65,8 @@ from .gold_rows import (
     gold_frame,
     key_text,
     match_id,
+    read_only,
+    row_positions,
 )
 from .gold_rows import measures as measure_text
 from .live_step import BUCKET, REPLAY, TABLE, StateWrite, bucket_of, expiry_cutoff, within_ns
@@ -145,10 +147,10 @@ def bucket_step(query: PatternQuery, settings: Settings, key: str, version: int,
         def add(matches, rows) -> None:  # noqa: ANN001
             if not matches:
                 return
-            where = pd.Index(rows[ROW_ID])
+            positions = row_positions(rows[ROW_ID])
             lineage = Lineage(rows.reset_index(drop=True))
             for match in matches:
-                ids, start, end, ingest = lineage.gather(list(where.get_indexer(match.rows)))
+                ids, start, end, ingest = lineage.gather(positions(match.rows))
                 if above(start, ceiling):
                     continue
                 group = match.partition[0]
@@ -268,6 +270,7 @@ def find_pattern(spark, settings: Settings, query: PatternQuery, key: str, new_e
 
     buckets = settings.partial_match_buckets
     time = query.compiled().match.order_by[0].column.name  # type: ignore[attr-defined]
+    new_events, history = read_only([new_events, history], query.compiled(), key, time)
     # the query's state is small and read three times: one scan of the Delta table
     state = LakeTable(spark, settings, TABLE).ensure().read().where(
         (F.col("query_id") == query.id) & (F.col("fingerprint") == fingerprint(query, settings))

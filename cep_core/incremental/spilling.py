@@ -545,7 +545,7 @@ class SpillManager:
             if at is not None:
                 keep[at] = False
             part = None if at is None or columns is None else (
-                columns[0], [values[at] for values in columns[1]])
+                columns[0], [_take(values, at) for values in columns[1]])
             marks = np.zeros(0, dtype=bool) if at is None else store.settled[at]
             record = (part, marks, (state.matches, state.trimmed, state.covered, state.stages),
                       self._open_since.get(key))
@@ -603,6 +603,12 @@ def _columns(frame: pd.DataFrame) -> tuple[list[Any], list[Any]]:
                    else frame[c].array for c in names]
 
 
+def _take(values: Any, at: np.ndarray) -> Any:
+    """``values[at]``; a pandas array by ``take`` (a tz-aware DatetimeArray's ``[at]`` costs
+    ~14 µs, its ``take`` ~2 µs: a spill of 11,000 keys x 5 timestamp columns was 3 s)."""
+    return values[at] if isinstance(values, np.ndarray) else values.take(at)
+
+
 def _frame_of(parts: list[tuple[list[Any], list[Any]]]) -> pd.DataFrame:
     """One frame of the rows of several spill records, in order."""
     names = parts[0][0]
@@ -616,7 +622,11 @@ def _frame_of(parts: list[tuple[list[Any], list[Any]]]) -> pd.DataFrame:
         if isinstance(first, np.ndarray) and all(
                 isinstance(a, np.ndarray) and a.dtype == first.dtype for a in arrays):
             columns[name] = np.concatenate(arrays)
-        else:  # pandas arrays, or dtypes that differ: pandas' concatenation rules
+        elif all(type(a) is type(first) and a.dtype == first.dtype for a in arrays):
+            # pandas arrays of one dtype: the ExtensionArray interface's own concatenation
+            # (a Series per record was ~100x slower: 7.6 s to read 11,000 keys back)
+            columns[name] = type(first)._concat_same_type(arrays)
+        else:  # dtypes that differ: pandas' concatenation rules
             columns[name] = pd.concat([pd.Series(a, dtype=getattr(a, "dtype", None))
                                        for a in arrays], ignore_index=True)
     return pd.DataFrame(columns)

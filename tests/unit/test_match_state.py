@@ -53,14 +53,21 @@ def tag_events(tag: str, runs: list[tuple[str, list[int]]], start: int) -> list[
     return out
 
 
-def frame(events: list[Event]) -> pd.DataFrame:
-    return pd.DataFrame({
+def frame(events: list[Event], wide: bool = False) -> pd.DataFrame:
+    """The events as the step gets them; ``wide``: with silver's other columns too, as
+    before gold shipped only what the query reads (state written then must still work)."""
+    out = pd.DataFrame({
         "event_id": [f"e{n}" for n, *_ in events],
         "object_id": [tag for _, tag, _, _ in events],
         "source_id": [reader for _, _, reader, _ in events],
         "event_time": pd.to_datetime([T0 + timedelta(hours=h) for *_, h in events]),
         "ingest_time": pd.to_datetime([T0] * len(events)),
     }, columns=["event_id", "object_id", "source_id", "event_time", "ingest_time"])
+    if wide:
+        out["time_lower"] = out["event_time"].dt.tz_localize("UTC")
+        out["attributes"] = '{"rssi": -50}'
+        out["line_no"] = range(len(out))
+    return out
 
 
 def truth(query: PatternQuery, events: list[Event]) -> set[str]:
@@ -82,7 +89,8 @@ class Model:
         self.marker: int | None = None  # the 'query' row's last_time
         self.history_rows = 0
 
-    def batch(self, number: int, batch: list[Event], history: list[Event]) -> None:
+    def batch(self, number: int, batch: list[Event], history: list[Event],
+              wide: bool = False) -> None:
         ns = [int(pd.Timestamp(T0 + timedelta(hours=h)).value) for *_, h in batch]
         t_min: dict[str, int] = {}
         for (_, tag, _, _), t in zip(batch, ns, strict=True):
@@ -97,8 +105,8 @@ class Model:
                       and self.marker is not None and t <= self.marker)}
         fed = [e for e in batch if e[1] not in replay]
         old = [e for e in history if e[1] in replay]
-        events = pd.concat([frame(fed).assign(**{REPLAY: False}),
-                            frame(old).assign(**{REPLAY: True})], ignore_index=True)
+        events = pd.concat([frame(fed, wide).assign(**{REPLAY: False}),
+                            frame(old, wide).assign(**{REPLAY: True})], ignore_index=True)
         events[BUCKET] = 0
         rows = [{"kind": "hot", "key": "", "record": self.hot, "pending_ids": None}] if \
             self.hot is not None else []
@@ -156,9 +164,11 @@ class Model:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from([RFID_ABC, GREEDY]), reads, reads, reads, st.randoms(use_true_random=False),
        st.integers(min_value=1, max_value=6), st.sampled_from([1, 100]),
-       st.floats(min_value=0, max_value=1), st.booleans(), st.integers(0, 3))
+       st.floats(min_value=0, max_value=1), st.booleans(), st.integers(0, 3),
+       st.integers(0, 3))
 def test_incremental_gold_equals_one_evaluation_after_every_batch(  # noqa: PLR0913
-        query, t1, t2, t3, rnd, batches, capacity, disorder, ahead, added) -> None:  # noqa: ANN001
+        query, t1, t2, t3, rnd, batches, capacity, disorder, ahead, added,  # noqa: ANN001
+        wide) -> None:  # noqa: ANN001
     events = (tag_events("t1", t1, 0) + tag_events("t2", t2, 0)
               + tag_events("t3", t3, 30))  # t3 starts late: t1 may expire
     numbered: list[Event] = [(n, *e) for n, e in enumerate(events)]
@@ -177,7 +187,7 @@ def test_incremental_gold_equals_one_evaluation_after_every_batch(  # noqa: PLR0
         # the pinned silver version may already hold the next batch's events
         i = added + n
         end = spans[i + 1][1] if ahead and i + 1 < len(spans) else hi
-        model.batch(n, arrival[lo:hi], arrival[:end])
+        model.batch(n, arrival[lo:hi], arrival[:end], wide=n < wide)  # then narrow
         if not ahead:  # (ahead: replay keys are answered over more events than the rest)
             assert model.current() == truth(query, arrival[:hi])
     assert model.current() == truth(query, numbered)

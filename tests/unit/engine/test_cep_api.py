@@ -126,3 +126,55 @@ def test_output_columns_without_data() -> None:
     assert full.output_columns(["v", "k", "t", "w"]) == ["k", "t", "s", "e", "nb", "v", "w"]
     assert list(full.run(_frame().assign(w=0)).columns) == full.output_columns(
         ["k", "t", "v", "w"])
+
+
+COLUMNS_READ_QUERIES = [
+    QUERY,
+    # navigation, an aggregate with FILTER, CLASSIFIER's argument (a variable, not a column),
+    # a computed PARTITION BY key, WITHIN
+    "SELECT * FROM ev MATCH_RECOGNIZE (PARTITION BY lower(k) ORDER BY t "
+    "MEASURES SUM(B.w) FILTER (WHERE B.w > 0) AS sw, LAST(CLASSIFIER()) AS c "
+    "PATTERN (A B+ C?) WITHIN 5 "
+    "DEFINE A AS v = 'a', B AS PREV(w) <= w OR CLASSIFIER() = 'B', C AS w > FIRST(A.w))",
+    "SELECT * FROM ev MATCH_RECOGNIZE (PARTITION BY k ORDER BY t, w DESC "
+    "MEASURES MATCH_NUMBER() AS n ALL ROWS PER MATCH AFTER MATCH SKIP TO NEXT ROW "
+    "PATTERN (A+) DEFINE A AS v <> 'c')",
+]
+
+
+@pytest.mark.parametrize("text", COLUMNS_READ_QUERIES)
+def test_columns_read_is_enough_to_find_the_same_matches(text: str) -> None:
+    """Matching on only ``columns_read`` (what gold ships to the engine) finds exactly
+    the matches of the whole frame: partitions, rows, measures."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    n = 300
+    df = pd.DataFrame({
+        "k": rng.choice(["x", "X", "y"], n), "t": rng.integers(0, 60, n),
+        "v": rng.choice(["a", "b", "c"], n), "w": rng.integers(-3, 4, n),
+        "attributes": ['{"big": "json"}'] * n, "unused": rng.random(n),
+    })
+    q = cep_core.compile_query(text)
+    read = q.columns_read()
+    assert read is not None
+    assert {"attributes", "unused"}.isdisjoint(read)
+    kept = df[[c for c in df.columns if c.lower() in read]]
+
+    def found(frame: pd.DataFrame) -> list[tuple]:
+        return [(m.partition, m.match_number, tuple(m.rows), tuple(sorted(m.measures.items())))
+                for m in q.find_matches(frame)]
+
+    assert found(kept) == found(df)
+    assert found(df)  # the inputs do match
+
+
+def test_columns_read_names_what_each_clause_reads() -> None:
+    q = cep_core.compile_query(COLUMNS_READ_QUERIES[1])
+    assert {"k", "t", "v", "w"} <= q.columns_read()  # lower(k): the key's own column
+    assert "b" not in q.columns_read() and "a" not in q.columns_read()  # variables
+    uncertain = cep_core.compile_query(
+        "SELECT * FROM ev MATCH_RECOGNIZE (PARTITION BY k ORDER BY t MEASURES A.t AS s "
+        "PATTERN (A B) UNCERTAIN TIME BETWEEN lo AND hi "
+        "DEFINE A AS v = 'a', B AS v = 'b')")
+    assert uncertain.columns_read() is None  # the uncertain engine reads its own columns
