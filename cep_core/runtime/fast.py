@@ -1350,8 +1350,10 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
     ``numbers``: the matches before, per partition (default none; the kernel numbers
     its matches from there, MATCH_NUMBER() in DEFINE reads it).
     ``present`` (with WITHIN): whether each row has an order value (a trailing NOT reads
-    it). ``timeouts``: EMIT TIMEOUTS (STRICT); the results then flag the timed-out
-    partial matches (after the bad record index)."""
+    it). ``timeouts``: EMIT TIMEOUTS; the results flag the timed-out partial matches
+    (after the bad record index; all False without it). The kernel takes it as ``True``
+    or ``None``, so that queries without it run a kernel compiled without its code (one
+    numba specialisation more per kind of kernel that EMIT TIMEOUTS queries use)."""
     from . import kernel
 
     b = np.asarray(bounds if len(bounds) > 1 else [0, 0], dtype=np.int64)
@@ -1377,7 +1379,9 @@ def run_kernel(automaton: Automaton, bits: np.ndarray, bounds: list[int],
                      kernel.MAX_AGG_THREADS, ahead if open_ else 0,
                      (automaton.guard, automaton.accept_guard,
                       np.ones(len(bits), dtype=np.bool_) if present is None else present)
-                     if automaton.negation else None, timeouts)
+                     if automaton.negation else None, True if timeouts else None)
+    if not timeouts:  # (the kernel left its flags unset)
+        out = (*out[:-1], np.zeros(len(out[0]), dtype=np.bool_))
     return (*out, stops)
 
 

@@ -277,7 +277,7 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
         touches_end: np.ndarray, stops: np.ndarray, selection: int | None,
         aggs: tuple[np.ndarray, ...] | None, max_threads: int, ahead: int,
         neg: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-        timeouts: bool = False
+        timeouts: bool | None = None
         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                    int, np.ndarray]:  # pragma: no cover - compiled
     """Matches of every partition ``bounds[j]..bounds[j+1]-1``, from its row ``first[j]``
@@ -316,10 +316,12 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     target ``n_states + i`` those of a trailing NOT (:func:`_trailing`), and per row
     whether it has an order value.
 
-    ``timeouts`` (EMIT TIMEOUTS): an attempt that finds no match but has threads left when
-    the window (or the partition) ends yields a timed-out partial match, the path of the
-    most preferred of the longest of them (under STRICT all have the same length; under
-    SKIP TILL the caller keeps threads with different numbers of rows apart, see
+    ``timeouts`` (EMIT TIMEOUTS; None: none, numba compiles the kernel without its code,
+    which every query paid ~4 % for as a run-time flag, and the last array is then not
+    filled): an attempt that finds no match but has threads left when the window (or the
+    partition) ends yields a timed-out partial match, the path of the most preferred of
+    the longest of them (under STRICT all have the same length; under SKIP TILL the caller
+    keeps threads with different numbers of rows apart, see
     :class:`cep_core.compile.fast_plan.FastPlan`), numbered like a match; the last array
     flags these records."""
     n_states = len(state_var)
@@ -513,7 +515,7 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                             nxt_n[n_nxt] = cur_n[c]
                             _store(nxt_acc, nxt_cnt, n_nxt, old_acc, old_cnt)
                             n_nxt += 1
-                if timeouts and pos >= limit and pos > start:
+                if timeouts is not None and pos >= limit and pos > start:
                     # the threads left are cut off by the window: the most preferred of
                     # the longest (under SKIP TILL they differ in the rows they took)
                     t_end = pos
@@ -549,7 +551,8 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
             if touched:
                 stops[j] = start
                 break
-            if best_end < 0 and t_end >= 0:  # a timed-out partial match; resume at start + 1
+            if timeouts is not None and best_end < 0 and t_end >= 0:
+                # a timed-out partial match; resume at start + 1
                 number += 1
                 need = n_out + 1
                 o_start = _grow(o_start, need)
@@ -579,8 +582,9 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                     o_end = _grow(o_end, need)
                     o_num = _grow(o_num, need)
                     o_unm = _grow(o_unm, need)
-                    o_tmo = _grow(o_tmo, need)
-                    o_tmo[n_out] = False
+                    if timeouts is not None:
+                        o_tmo = _grow(o_tmo, need)
+                        o_tmo[n_out] = False
                     o_start[n_out] = start
                     o_end[n_out] = start
                     o_num[n_out] = 0
@@ -594,8 +598,9 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
             o_end = _grow(o_end, need)
             o_num = _grow(o_num, need)
             o_unm = _grow(o_unm, need)
-            o_tmo = _grow(o_tmo, need)
-            o_tmo[n_out] = False
+            if timeouts is not None:
+                o_tmo = _grow(o_tmo, need)
+                o_tmo[n_out] = False
             o_start[n_out] = start
             o_end[n_out] = best_end
             o_num[n_out] = number
