@@ -461,8 +461,10 @@ class _FastBound:
         ok = np.ones((k, n), dtype=bool)
         rhs = np.zeros((k, n), dtype=np.float64)
         rhs_ok = np.ones((k, n), dtype=bool)
-        extra = np.zeros((k, n), dtype=np.float64)
-        factor = np.ones((k, n), dtype=np.float64)
+        # (one column when no condition has an addend / a factor: the kernel then reads
+        # neither per row)
+        extra = np.zeros((k, n if any(e is not None for e in self.agg_extras) else 1))
+        factor = np.ones((k, n if any(f is not None for f in self.agg_factors) else 1))
         n_vars = len(self.plan.q.variables)
         for i, (name, other, added, scale, check) in enumerate(zip(
                 self.agg_columns, self.agg_others, self.agg_extras, self.agg_factors, checks,

@@ -210,9 +210,14 @@ def _aggregates_hold(v: int, pos: int, acc: np.ndarray, cnt: np.ndarray, out_acc
             value = a / n
         else:
             value = a
-        # sign * (value * factor) + extra (the addend's sign applied already; * 1.0 and
-        # + 0.0 change nothing)
-        value = agg_sign[k] * (value * agg_factor[k, pos]) + agg_extra[k, pos]
+        # sign * (value * factor) + extra (the addend's sign applied already); a factor /
+        # addend array of one column: none in any condition (* 1.0 and + 0.0 change
+        # nothing), not read per row
+        if agg_factor.shape[1] > 1:
+            value = value * agg_factor[k, pos]
+        value = agg_sign[k] * value
+        if agg_extra.shape[1] > 1:
+            value = value + agg_extra[k, pos]
         y = agg_rhs[k, pos]
         op = agg_op[k]
         if op == 0:
@@ -335,10 +340,14 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     n_out = 0
     n_lab = 0
     n_aggs = 0
+    with_number = False  # a DEFINE compares MATCH_NUMBER()
     cap = n_states + 1
     if aggs is not None:
         n_aggs = len(aggs[3])
         cap = max(cap, max_threads)
+        for k in range(n_aggs):
+            if aggs[3][k] == AGG_NUMBER:
+                with_number = True
     cur_s = np.empty(cap, dtype=np.int64)
     cur_n = np.empty(cap, dtype=np.int64)
     nxt_s = np.empty(cap, dtype=np.int64)
@@ -393,7 +402,7 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
             step += 1
             n_cur = 0
             touched = False
-            if aggs is not None:
+            if aggs is not None and with_number:
                 for k in range(n_aggs):
                     if aggs[3][k] == AGG_NUMBER:  # MATCH_NUMBER() of this attempt
                         zero_acc[k] = number + 1
