@@ -499,7 +499,7 @@ class _FastBound:
                 rhs_ok[i] &= ~f_null
             y, y_null = _row_numbers(other, column, n, exact)
             rhs[i] = y
-            rhs_ok[i] = ~y_null
+            rhs_ok[i] &= ~y_null  # (a NULL factor above: NULL too)
             if added is not None:
                 x, x_null = _row_numbers(added, column, n, exact)
                 extra[i] = x if check.extra_sign == 1 else -x
