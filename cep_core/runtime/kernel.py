@@ -210,9 +210,14 @@ def _aggregates_hold(v: int, pos: int, acc: np.ndarray, cnt: np.ndarray, out_acc
             value = a / n
         else:
             value = a
-        # sign * (value * factor) + extra (the addend's sign applied already; * 1.0 and
-        # + 0.0 change nothing)
-        value = agg_sign[k] * (value * agg_factor[k, pos]) + agg_extra[k, pos]
+        # sign * (value * factor) + extra (the addend's sign applied already); a factor /
+        # addend array of one column: none in any condition (* 1.0 and + 0.0 change
+        # nothing), not read per row
+        if agg_factor.shape[1] > 1:
+            value = value * agg_factor[k, pos]
+        value = agg_sign[k] * value
+        if agg_extra.shape[1] > 1:
+            value = value + agg_extra[k, pos]
         y = agg_rhs[k, pos]
         op = agg_op[k]
         if op == 0:
@@ -277,7 +282,7 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
         touches_end: np.ndarray, stops: np.ndarray, selection: int | None,
         aggs: tuple[np.ndarray, ...] | None, max_threads: int, ahead: int,
         neg: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-        timeouts: bool = False
+        timeouts: bool | None = None
         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                    int, np.ndarray]:  # pragma: no cover - compiled
     """Matches of every partition ``bounds[j]..bounds[j+1]-1``, from its row ``first[j]``
@@ -316,10 +321,12 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     target ``n_states + i`` those of a trailing NOT (:func:`_trailing`), and per row
     whether it has an order value.
 
-    ``timeouts`` (EMIT TIMEOUTS): an attempt that finds no match but has threads left when
-    the window (or the partition) ends yields a timed-out partial match, the path of the
-    most preferred of the longest of them (under STRICT all have the same length; under
-    SKIP TILL the caller keeps threads with different numbers of rows apart, see
+    ``timeouts`` (EMIT TIMEOUTS; None: none, numba compiles the kernel without its code,
+    which every query paid ~4 % for as a run-time flag, and the last array is then not
+    filled): an attempt that finds no match but has threads left when the window (or the
+    partition) ends yields a timed-out partial match, the path of the most preferred of
+    the longest of them (under STRICT all have the same length; under SKIP TILL the caller
+    keeps threads with different numbers of rows apart, see
     :class:`cep_core.compile.fast_plan.FastPlan`), numbered like a match; the last array
     flags these records."""
     n_states = len(state_var)
@@ -333,10 +340,14 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
     n_out = 0
     n_lab = 0
     n_aggs = 0
+    with_number = False  # a DEFINE compares MATCH_NUMBER()
     cap = n_states + 1
     if aggs is not None:
         n_aggs = len(aggs[3])
         cap = max(cap, max_threads)
+        for k in range(n_aggs):
+            if aggs[3][k] == AGG_NUMBER:
+                with_number = True
     cur_s = np.empty(cap, dtype=np.int64)
     cur_n = np.empty(cap, dtype=np.int64)
     nxt_s = np.empty(cap, dtype=np.int64)
@@ -391,7 +402,7 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
             step += 1
             n_cur = 0
             touched = False
-            if aggs is not None:
+            if aggs is not None and with_number:
                 for k in range(n_aggs):
                     if aggs[3][k] == AGG_NUMBER:  # MATCH_NUMBER() of this attempt
                         zero_acc[k] = number + 1
@@ -513,7 +524,7 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                             nxt_n[n_nxt] = cur_n[c]
                             _store(nxt_acc, nxt_cnt, n_nxt, old_acc, old_cnt)
                             n_nxt += 1
-                if timeouts and pos >= limit and pos > start:
+                if timeouts is not None and pos >= limit and pos > start:
                     # the threads left are cut off by the window: the most preferred of
                     # the longest (under SKIP TILL they differ in the rows they took)
                     t_end = pos
@@ -549,7 +560,8 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
             if touched:
                 stops[j] = start
                 break
-            if best_end < 0 and t_end >= 0:  # a timed-out partial match; resume at start + 1
+            if timeouts is not None and best_end < 0 and t_end >= 0:
+                # a timed-out partial match; resume at start + 1
                 number += 1
                 need = n_out + 1
                 o_start = _grow(o_start, need)
@@ -579,8 +591,9 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
                     o_end = _grow(o_end, need)
                     o_num = _grow(o_num, need)
                     o_unm = _grow(o_unm, need)
-                    o_tmo = _grow(o_tmo, need)
-                    o_tmo[n_out] = False
+                    if timeouts is not None:
+                        o_tmo = _grow(o_tmo, need)
+                        o_tmo[n_out] = False
                     o_start[n_out] = start
                     o_end[n_out] = start
                     o_num[n_out] = 0
@@ -594,8 +607,9 @@ def run(bits: np.ndarray, bounds: np.ndarray, horizon: np.ndarray, has_window: b
             o_end = _grow(o_end, need)
             o_num = _grow(o_num, need)
             o_unm = _grow(o_unm, need)
-            o_tmo = _grow(o_tmo, need)
-            o_tmo[n_out] = False
+            if timeouts is not None:
+                o_tmo = _grow(o_tmo, need)
+                o_tmo[n_out] = False
             o_start[n_out] = start
             o_end[n_out] = best_end
             o_num[n_out] = number

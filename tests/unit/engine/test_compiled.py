@@ -258,6 +258,28 @@ def test_navigation_in_define_runs_compiled(define: str, dtype: str) -> None:
     assert _incremental(text, df, [3, 4, 10]) == sorted(expected, key=_order)
 
 
+@pytest.mark.parametrize("define", [
+    "B AS LAST(A.v) * f <> 100",  # a NULL factor: NULL, not the product with a stand-in
+    "B AS SUM(A.v) * f <> 100 AND v > 0",
+    "B AS f * A.v + 1 <> 100",
+])
+def test_a_null_factor_makes_the_condition_null(define: str) -> None:
+    """A factor NULL on a row makes the aggregate condition NULL there (FALSE), as the
+    general matcher has it: its NULL mask was overwritten by the right-hand side's, so
+    ``<>`` held on those rows."""
+    text = ("SELECT * FROM t MATCH_RECOGNIZE (ORDER BY ts MEASURES A.ts AS a, B.ts AS b "
+            f"AFTER MATCH SKIP TO NEXT ROW PATTERN (A B) DEFINE A AS v > 0, {define})")
+    df = pd.DataFrame({"ts": range(8), "v": [1.0, 2, 3, 4, 5, 6, 7, 8],
+                       "f": [1.0, None, None, 2, None, 1, None, 3]})
+    q = cep_core.compile_query(text)
+    assert q.plan.startswith("compiled: automaton;"), q.plan
+    general = cep_core.compile_query(text, engine="general")
+    expected = general.find_matches(df)
+    assert [m.rows for m in expected] == [(2, 3), (4, 5), (6, 7)]
+    assert q.find_matches(df) == expected
+    pd.testing.assert_frame_equal(q.run(df), general.run(df))
+
+
 def test_aggregate_conditions_past_the_thread_bound_fall_back() -> None:
     """Threads with different running sums are all kept: with 2**k distinct sums the kernel
     passes MAX_AGG_THREADS and the general matcher runs instead (batch and incremental),

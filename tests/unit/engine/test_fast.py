@@ -360,16 +360,20 @@ def test_string_literal_conditions(column: list[object]) -> None:
 @given(parts=st.lists(st.lists(st.tuples(st.integers(-2**61, 2**61), st.booleans()),
                                max_size=8), min_size=1, max_size=4),
        limit=st.sampled_from([-1, 0, 1, 7, 2**40, 2**62, 2**63 - 1]),
-       descending=st.booleans())
+       descending=st.booleans(), small=st.booleans())
 def test_within_horizon_of_integer_keys_equals_row_by_row(
-        parts: list[list[tuple[int, bool]]], limit: int, descending: bool) -> None:
+        parts: list[list[tuple[int, bool]]], limit: int, descending: bool,
+        small: bool) -> None:
     """The sort-and-search horizon for integer order values against `inside` tried row by
-    row: one past the last row from s on that may join a match started at s."""
+    row: one past the last row from s on that may join a match started at s. ``small``
+    keys (-50..50) take the packed search, most wide ones the ranked one; both searches
+    are checked on their own where they apply."""
     from cep_core.runtime.fast import _Window
     key_l: list[int] = []
     has_l: list[bool] = []
     for rows in parts:  # each partition sorted by its order value, then a gap
-        rows = sorted(rows, reverse=descending)
+        rows = sorted(((k % 101 - 50 if small else k), h) for k, h in rows)
+        rows = rows[::-1] if descending else rows
         key_l += [k for k, _ in rows] + [0]
         has_l += [h for _, h in rows] + [False]
     key, has = np.array(key_l, dtype=np.int64), np.array(has_l)
@@ -385,3 +389,16 @@ def test_within_horizon_of_integer_keys_equals_row_by_row(
             r += 1
         expected.append(r)
     assert window.horizon(s).tolist() == expected
+    if limit < 0 or not has.any():
+        return
+    present = key[has]
+    k = (present.max() - key if descending else key - present.min()).astype(np.uint64)
+    run_start = has & ~np.concatenate(([False], has[:-1]))
+    run = np.cumsum(run_start, dtype=np.int64)
+    want = np.array(expected)[has]
+    assert window._ranked_horizon(s, k, has, run)[has].tolist() == want.tolist()
+    packed = window._packed_horizon(s, k, has, run_start, run)
+    if small:
+        assert packed is not None
+    if packed is not None:
+        assert packed[has].tolist() == want.tolist()
