@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from lakecep_testing import REPO, cli_in_session, run_airflow
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.usefixtures("no_adaptive_plans")]
 
 DAG_ID = "lakecep_continuous"
 
@@ -69,6 +69,13 @@ def launched_pid(home: Path) -> int:
     again at its start (the heartbeat's ``launched_pid`` is gone once the starting app
     writes its first heartbeat, which under load may come before the DAG run ends)."""
     return int((home / "run" / "continuous.pid").read_text())
+
+
+def bronze_batches(home: Path) -> int:
+    """Micro-batches bronze has planned (its checkpoint's offset files, written at the
+    start of a batch, before it reads anything)."""
+    offsets = home / "checkpoints" / "bronze_events" / "offsets"
+    return sum(1 for p in offsets.glob("*") if p.name.isdigit()) if offsets.is_dir() else 0
 
 
 def dag_run(env: dict, date: str, conf: dict | None = None) -> str:
@@ -131,8 +138,11 @@ def test_supervised_app_survives_a_kill_and_ends_equal_to_the_truth(
                  lambda: sum(current_counts(home).values()) > sum(first.values()), 900, log)
 
         # 3. the last file lands and the driver is killed (SIGKILL, JVM included)
+        planned = bronze_batches(home)
         landing.joinpath(files[3].name).write_bytes((held / files[3].name).read_bytes())
-        time.sleep(8)  # (let bronze start on it: the kill may cut any stage)
+        # let bronze start on it (its batch planned: the kill may cut any stage after that)
+        wait_for("bronze to start on the last file",
+                 lambda: bronze_batches(home) > planned, 300, log)
         os.killpg(pids[0], signal.SIGKILL)
         wait_for("the killed app to be gone", lambda: not Path(f"/proc/{pids[0]}").exists()
                  or "Z" in Path(f"/proc/{pids[0]}/stat").read_text().split()[2], 60, log)
