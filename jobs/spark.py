@@ -258,6 +258,14 @@ def get_spark(app_name: str = "lakecep", settings: Settings | None = None, *,
         builder = builder.config("spark.jars.packages", ",".join(packages)).config(
             "spark.jars.ivy", str(IVY_DIR)
         )
+    if settings.spark_master.startswith("local"):
+        # No adaptive query execution in local mode: AQE re-plans every gold plan at each
+        # shuffle boundary and runs each stage as its own job, for micro-batches of
+        # kilobytes (test_incremental_gold: 688 Spark jobs, 330 s with it; 421, 173 s
+        # without). Its gains (coalescing partitions, skew joins) need a cluster's data:
+        # at 1M events on local[2] the whole pipeline was no slower without it (gold
+        # 124.8 -> 117.0 s; benchmarks/README.md). A cluster master keeps Spark's default.
+        builder = builder.config("spark.sql.adaptive.enabled", "false")
     scheduler = _pool_file(settings)
     if scheduler:  # the tuned configuration's per-query pools (docs/tuning.md)
         builder = builder.config("spark.scheduler.mode", "FAIR").config(

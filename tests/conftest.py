@@ -121,23 +121,6 @@ def spark(settings) -> Iterator[object]:  # noqa: ANN001
     session.stop()
 
 
-@pytest.fixture(scope="module")
-def no_adaptive_plans(spark) -> Iterator[None]:  # noqa: ANN001
-    """The module's Spark queries without adaptive query execution (AQE), restored after it.
-
-    For the files that run many small gold batches on the tests' session: AQE plans each
-    shuffle stage as its own job and re-optimises the (large) gold plans at every stage
-    boundary, on kilobytes. test_incremental_gold.py alone, load ~6: 688 Spark jobs, 330 s
-    of jobs and driver work with it; 421 jobs, 173 s without. The product keeps Spark's
-    default (AQE on): the subprocess jobs of the e2e tests, test_restart's killed jobs and
-    every other file still run with it."""
-    key = "spark.sql.adaptive.enabled"
-    before = spark.conf.get(key)
-    spark.conf.set(key, "false")
-    yield
-    spark.conf.set(key, before)
-
-
 # --- Airflow ---------------------------------------------------------------------------
 
 

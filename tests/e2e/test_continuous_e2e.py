@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from lakecep_testing import REPO, cli_in_session, run_airflow
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.usefixtures("no_adaptive_plans")]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
 DAG_ID = "lakecep_continuous"
 
