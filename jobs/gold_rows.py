@@ -98,9 +98,10 @@ class Lineage:
     sub-events costs list indexing, not a pandas ``iloc`` per match."""
 
     def __init__(self, frame: pd.DataFrame) -> None:
-        self.ids: list[str] = frame["event_id"].tolist()
-        self.times = time_ns(frame["event_time"])
-        self.ingest = time_ns(frame["ingest_time"])
+        ids, times, ingest = LINEAGE
+        self.ids: list[str] = frame[ids].tolist()
+        self.times = time_ns(frame[times])
+        self.ingest = time_ns(frame[ingest])
 
     def gather(self, rows: Sequence[int]) -> tuple[list[str], int | None, int | None, int | None]:
         """Event ids, first and last event time, newest ingest time (ns) of ``rows``."""

@@ -23,7 +23,7 @@ from lakecep.jobs.reload import served as served_windows
 from lakecep.jobs.tables import LakeTable
 from lakecep.queries import PatternQuery, WindowQuery, load_query
 
-pytestmark = [pytest.mark.spark]
+pytestmark = pytest.mark.spark
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
 US = 60_000_000  # a minute in µs
 

@@ -21,7 +21,7 @@ from lakecep.jobs.gold_chain import CHANGE_FEED
 from lakecep.jobs.tables import LakeTable
 from lakecep.queries import QUERIES_DIR
 
-pytestmark = [pytest.mark.spark]
+pytestmark = pytest.mark.spark
 T0 = datetime(2026, 1, 1)
 GREEDY = '''
 id = "a_bs"
